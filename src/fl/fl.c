@@ -83,6 +83,10 @@ static int clients_per_round(const pfl_config *cfg) {
     return n < 1 ? 1 : (n > cfg->clients ? cfg->clients : n);
 }
 
+/* MPI: whether this process trains, keeps and evaluates `client` (always
+ * in-process). */
+static bool owns(const pfl_fl *fl, int client) { return pfl_transport_owns(fl->cfg.transport, client); }
+
 static bool is_stateful(const pfl_fl *fl) {
     return fl->algo->stateful || fl->cfg.modules.ala || fl->cfg.modules.flayer_agg;
 }
@@ -98,14 +102,18 @@ static int create_client_state(pfl_fl *fl) {
     for (int l = 0; l < fl->model->num_layers; l++) fl->shared[l] = true;
     if (!(fl->local_acc = pfl_calloc((size_t)N, sizeof(float)))) return -1;
     if (is_stateful(fl)) {
-        if (!(fl->client_models = pfl_malloc(sizeof(float) * P * (size_t)N))) return -1;
-        for (int c = 0; c < N; c++) memcpy(pfl_client_model(fl, c), fl->global, sizeof(float) * P);
+        /* MPI: a process keeps the models of the clients it owns (at least one
+         * row, so client_models != NULL still means stateful) */
+        const int owned = pfl_transport_owned_count(fl->cfg.transport, N);
+        if (!(fl->client_models = pfl_malloc(sizeof(float) * P * (size_t)(owned > 0 ? owned : 1)))) return -1;
+        for (int c = 0; c < N; c++)
+            if (owns(fl, c)) memcpy(pfl_client_model(fl, c), fl->global, sizeof(float) * P);
     }
     if (mod->ala) {
         pfl_ala_client *ala = pfl_calloc((size_t)N, sizeof *ala);
         if (!(fl->modules_state = ala)) return -1;
         for (int c = 0; c < N; c++)
-            if (pfl_ala_client_init(&ala[c], fl->model, mod->ala_p)) return -1;
+            if (owns(fl, c) && pfl_ala_client_init(&ala[c], fl->model, mod->ala_p)) return -1;
     }
     if (mod->flayer_mask) {
         const int slots = clients_per_round(&fl->cfg);
@@ -227,6 +235,7 @@ int pfl_fl_evaluate(pfl_fl *fl, pfl_round_metrics *m) {
     const bool eval_personal = fl->client_models || algo->personal_model || !eval_global;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(fl->num_workers)
     for (int c = 0; c < N; c++) {
+        if (!owns(fl, c)) continue; /* MPI: its owner counts it */
         pfl_worker *w = &fl->workers[omp_get_thread_num()];
         const pfl_client_data *cd = &fl->part->clients[c];
         if (eval_global) global_correct[c] = pfl_count_correct_on(w, fl, fl->global, cd->test, cd->n_test);
@@ -237,6 +246,13 @@ int pfl_fl_evaluate(pfl_fl *fl, pfl_round_metrics *m) {
         } else {
             local_correct[c] = global_correct[c];
         }
+    }
+    /* MPI: every process gets every client's counts (integers: exact) */
+    if (pfl_transport_sum_longs(fl->cfg.transport, local_correct, (size_t)N) ||
+        pfl_transport_sum_longs(fl->cfg.transport, global_correct, (size_t)N)) {
+        free(local_correct);
+        free(global_correct);
+        return -1;
     }
     long sum_correct = 0, sum_global = 0, sum_test = 0;
     double sum_acc = 0.0, sum_acc2 = 0.0;
@@ -300,6 +316,7 @@ static void train_clients(pfl_fl *fl, const int *selected, int n, const int *ord
     for (int k = 0; k < n; k++) {
         pfl_worker *w = &fl->workers[omp_get_thread_num()];
         const int client = order[k];
+        if (!owns(fl, client)) continue; /* MPI: its owner trains it */
         int slot = 0;
         while (selected[slot] != client) slot++;
         run_client(fl, w, client, slot, uploads[slot], &stats[slot]);
@@ -311,7 +328,51 @@ static void train_clients(pfl_fl *fl, const int *selected, int n, const int *ord
 static void broadcast(pfl_fl *fl) {
     if (!fl->client_models) return;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(fl->num_workers)
-    for (int c = 0; c < fl->cfg.clients; c++) pfl_fl_receive(fl, c, &fl->workers[omp_get_thread_num()]);
+    for (int c = 0; c < fl->cfg.clients; c++)
+        if (owns(fl, c)) pfl_fl_receive(fl, c, &fl->workers[omp_get_thread_num()]);
+}
+
+/* MPI: packs n flags into bits (and back), so an upload mask costs P/8 bytes. */
+static void pack_flags(uint8_t *bits, const uint8_t *flags, size_t n) {
+    memset(bits, 0, (n + 7) / 8);
+    for (size_t j = 0; j < n; j++)
+        if (flags[j]) bits[j / 8] |= (uint8_t)(1u << (j % 8));
+}
+
+static void unpack_flags(uint8_t *flags, const uint8_t *bits, size_t n) {
+    for (size_t j = 0; j < n; j++) flags[j] = (bits[j / 8] >> (j % 8)) & 1u;
+}
+
+/* MPI: every process gets every upload of the round from the process that
+ * trained its client — the shared layers' spans, the upload mask when on
+ * (as bits), the training stats — so each runs the same aggregation on the
+ * same inputs. Slots go in order, each from its owner. */
+static int share_uploads(pfl_fl *fl, const int *selected, int n, float *const *uploads, pfl_train_stats *stats) {
+    pfl_transport *t = fl->cfg.transport;
+    if (!pfl_transport_distributed(t)) return 0;
+    const pfl_model *m = fl->model;
+    uint8_t *bits = NULL;
+    if (fl->sent && !(bits = pfl_malloc(m->num_params / 8 + 1))) return -1;
+    int rc = 0;
+    for (int k = 0; k < n && rc == 0; k++) {
+        const int root = pfl_transport_owner(t, selected[k]);
+        for (int l = 0; l < m->num_layers && rc == 0; l++) {
+            if (!fl->shared[l]) continue;
+            int end = l; /* a run of shared layers is one contiguous span */
+            while (end + 1 < m->num_layers && fl->shared[end + 1]) end++;
+            const size_t off = m->layers[l].offset, len = m->layers[end].offset + m->layers[end].length - off;
+            rc = pfl_transport_share(t, uploads[k] + off, len * sizeof(float), root);
+            if (rc == 0 && fl->sent) {
+                if (t->rank == root) pack_flags(bits, fl->sent[k] + off, len);
+                rc = pfl_transport_share(t, bits, (len + 7) / 8, root);
+                if (rc == 0 && t->rank != root) unpack_flags(fl->sent[k] + off, bits, len);
+            }
+            l = end;
+        }
+        if (rc == 0) rc = pfl_transport_share(t, &stats[k], sizeof stats[k], root);
+    }
+    free(bits);
+    return rc;
 }
 
 int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx) {
@@ -345,6 +406,7 @@ int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx) {
         order_by_work(fl->part, selected, n, order);
         memset(stats, 0, sizeof *stats * (size_t)n);
         train_clients(fl, selected, n, order, uploads, stats);
+        if (share_uploads(fl, selected, n, uploads, stats)) goto done; /* MPI */
         (fl->algo->aggregate ? fl->algo->aggregate : pfl_default_aggregate)(fl, selected, n, uploads);
         broadcast(fl);
         double loss_sum = 0.0;

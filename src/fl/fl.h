@@ -18,6 +18,7 @@
 #include "data/data.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "fl/transport.h" /* MPI */
 
 /* Hyperparameters of the algorithms that have them (defaults in the CLI). */
 typedef struct {
@@ -86,6 +87,9 @@ typedef struct {
     int eval_every;       /* evaluate every K rounds (and always after the last) */
     pfl_algo_params algo;
     pfl_modules_config modules;
+    /* MPI: the processes sharing the run and which clients this one owns
+     * (fl/transport.h); NULL: in-process, every client here. */
+    pfl_transport *transport;
 } pfl_config;
 
 /* Everything a worker thread owns while it runs one client. */
@@ -198,8 +202,10 @@ struct pfl_fl {
     int round;            /* 1..R while training, 0 before */
     int num_workers;
     pfl_worker *workers;
-    float *client_models; /* clients x num_params when stateful, else NULL */
-    bool *shared;         /* per layer: aggregated by the server (default all) */
+    float *client_models; /* clients x num_params when stateful, else NULL; under MPI only the
+                           * rows of the clients this process owns (pfl_client_model) */
+    bool *shared;         /* per layer: aggregated by the server (default all); under MPI only
+                           * these layers of an upload travel, so `aggregate` must read no other */
     uint8_t **sent;       /* per upload slot, num_params flags, when the upload mask is on */
     float *local_acc;     /* per client: training accuracy of its last local epoch (FLAYER's A) */
     void *modules_state;  /* ALA weights, per client */

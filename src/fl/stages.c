@@ -9,7 +9,8 @@
 #include "modules/modules.h"
 
 float *pfl_client_model(const pfl_fl *fl, int client) {
-    return fl->client_models + fl->model->num_params * (size_t)client;
+    /* MPI: only the owner keeps a client's model, in its own rows */
+    return fl->client_models + fl->model->num_params * (size_t)pfl_transport_local_index(fl->cfg.transport, client);
 }
 
 void pfl_default_local_init(pfl_fl *fl, int client, float *model) {

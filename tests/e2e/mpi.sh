@@ -1,0 +1,106 @@
+# MPI: `mpirun -np 3` (and -np 2) gives the same global_model_sha256, the
+# same metrics.jsonl (every field but the timings) and the same summary.json
+# (but timings, threads and traffic) as the in-process run with the same
+# seed, for every algorithm and the modules; a failure on one rank ends
+# every rank instead of hanging. Skipped (exit 77) when pfl was built
+# without MPI or mpirun is missing. Under the sanitizers four methods run
+# (dense, masked, fused and clustered uploads), with LeakSanitizer off: Open
+# MPI keeps allocations until exit that LeakSanitizer reports as leaks.
+. tests/e2e/lib.sh
+
+if ! command -v mpirun >/dev/null; then echo "skipped: no mpirun (apt-get install openmpi-bin libopenmpi-dev)"; exit 77; fi
+if ! ldd "$PFL" 2>/dev/null | grep -q libmpi; then echo "skipped: $PFL was built without MPI"; exit 77; fi
+# root in a container: Open MPI refuses root unless told; 3 ranks on 2 cores
+# need --oversubscribe; ranks with several threads must not be pinned to one core
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIRUN=(mpirun --oversubscribe --bind-to none)
+if [ "${PFL_SANITIZED:-0}" = 1 ]; then
+    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+fi
+
+# tiny: 10 clients of 100 train / 30 test samples, 2 rounds
+common=(--data mnist --model mlp --partition onelabel:100/30 --clients 10 --rounds 2 --batch 20 --quiet)
+strip_metrics() { sed -E 's/"(seconds|eval_seconds)":[^,}]*//g' "$1"; }
+strip_summary() { grep -v -E '"(threads|seconds_per_round|train_samples_per_second|total_seconds|processes|bytes_[a-z_]*)":' "$1"; }
+
+# compare NAME NP FLAGS...: the in-process run $TMP/NAME/inproc (made on
+# first use) against mpirun -np NP
+compare() {
+    local name=$1 np=$2; shift 2
+    local dir="$TMP/$name"
+    if [ ! -f "$dir/inproc/summary.json" ]; then
+        "$PFL" run "${common[@]}" "$@" --threads 2 --out "$dir/inproc" || { fail "$name: in-process run failed"; return; }
+    fi
+    timeout 300 "${MPIRUN[@]}" -np "$np" "$PFL" run "${common[@]}" "$@" --threads 1 --out "$dir/np$np" \
+        >"$dir/np$np.log" 2>&1 || { fail "$name: mpirun -np $np failed: $(tail -5 "$dir/np$np.log")"; return; }
+    local a b
+    a=$(json_field global_model_sha256 "$dir/inproc/summary.json")
+    b=$(json_field global_model_sha256 "$dir/np$np/summary.json")
+    [ -n "$a" ] && [ "$a" = "$b" ] && pass "$name -np $np: same fingerprint" || fail "$name -np $np: fingerprint $b != $a"
+    [ "$(strip_metrics "$dir/inproc/metrics.jsonl")" = "$(strip_metrics "$dir/np$np/metrics.jsonl")" ] &&
+        pass "$name -np $np: same metrics" ||
+        fail "$name -np $np: metrics differ: $(diff <(strip_metrics "$dir/inproc/metrics.jsonl") <(strip_metrics "$dir/np$np/metrics.jsonl") | head -4)"
+    [ "$(strip_summary "$dir/inproc/summary.json")" = "$(strip_summary "$dir/np$np/summary.json")" ] &&
+        pass "$name -np $np: same summary" ||
+        fail "$name -np $np: summary differs: $(diff <(strip_summary "$dir/inproc/summary.json") <(strip_summary "$dir/np$np/summary.json") | head -4)"
+    [ "$(json_field processes "$dir/np$np/summary.json")" = "$np" ] || fail "$name -np $np: summary does not say $np processes"
+}
+
+# flags of a case: the algorithm of that name, the clustering methods forced
+# to cluster within 2 rounds, modules on other methods; join 0.6 (clients sit
+# out rounds) where the method allows it
+case_flags() {
+    case $1 in
+        fedalp) echo --algo fedalp --groups 2 --warmup 1 --join 0.6 ;;
+        cfl) echo --algo cfl --cfl-warmup 0 --cfl-eps1 1e9 --cfl-eps2 0 ;;
+        fedtsdp) echo --algo fedtsdp --public 2000 --tsdp-hth 0 ;;
+        fedprox_ala) echo --algo fedprox --ala --join 0.6 ;;
+        fedavg_literal) echo --algo fedavg --flayer-mask-literal --join 0.6 ;;
+        fedper_mask) echo --algo fedper --flayer-mask --flayer-lr --join 0.6 ;;
+        ditto_agg) echo --algo ditto --flayer-agg --join 0.6 ;;
+        *) echo --algo "$1" --join 0.6 ;;
+    esac
+}
+if [ "${PFL_SANITIZED:-0}" = 1 ]; then
+    cases=(fedavg flayer pfedcfr fedalp)
+    twice=(fedavg)
+else
+    cases=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
+        fedprox_ala fedavg_literal fedper_mask ditto_agg)
+    twice=(fedavg fedala fedalp pfedcfr flayer)
+fi
+for name in "${cases[@]}"; do
+    read -r -a flags <<<"$(case_flags "$name")"
+    compare "$name" 3 "${flags[@]}"
+done
+for name in "${twice[@]}"; do
+    read -r -a flags <<<"$(case_flags "$name")"
+    compare "$name" 2 "${flags[@]}"
+done
+
+# the clustering really happened under MPI (else the comparison proves little)
+[ "${PFL_SANITIZED:-0}" = 1 ] || {
+    grep -q '"clustered": true' "$TMP/fedalp/np3/summary.json" && pass "fedalp clustered" || fail "fedalp did not cluster"
+    [ "$(json_field clusters "$TMP/cfl/np3/summary.json")" -gt 1 ] && pass "cfl split" || fail "cfl did not split"
+    grep -q '"clustered":true' "$TMP/fedtsdp/np3/metrics.jsonl" && pass "fedtsdp clustered" || fail "fedtsdp did not cluster"
+}
+
+# traffic: to the server, every round, each selected client's upload (all
+# parameters as float32 and its 32-byte training stats)
+up=$(json_field bytes_to_server_per_round "$TMP/fedavg/np3/summary.json")
+[ "$up" = $(((159010 * 4 + 32) * 6)) ] && pass "fedavg: $up bytes to the server per round" ||
+    fail "fedavg: $up bytes to the server per round, want $(((159010 * 4 + 32) * 6))"
+
+# a failure on rank 0 alone (its --out is a file) ends the other ranks too
+touch "$TMP/not-a-dir"
+start=$SECONDS
+timeout 120 "${MPIRUN[@]}" -np 3 "$PFL" run "${common[@]}" --algo fedavg --rounds 50 --threads 1 \
+    --out "$TMP/not-a-dir/x" >"$TMP/abort.log" 2>&1
+rc=$?
+if [ $rc -eq 124 ]; then fail "a failing rank 0 left the others hanging"
+elif [ $rc -eq 0 ]; then fail "mpirun succeeded with an unwritable --out"
+else
+    grep -q "pfl run: rank 0: " "$TMP/abort.log" && pass "rank 0's error ends the run (exit $rc, $((SECONDS - start))s)" ||
+        fail "no rank 0 error message: $(head -3 "$TMP/abort.log")"
+fi
+finish
