@@ -17,6 +17,7 @@
 # the server step is replicated), also divided by the clients of a round.
 #
 # Usage: bench/mpi_scaling.sh [-- PFL_RUN_FLAGS...]   (flags override the defaults)
+#        TABLE_ONLY=1 bench/mpi_scaling.sh             (the table of the last runs again)
 # Needs pfl built with MPI and mpirun (openmpi-bin). Run it on an idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,12 +27,14 @@ command -v mpirun >/dev/null || { echo "mpi_scaling: no mpirun (apt-get install 
 ldd build/pfl | grep -q libmpi || { echo "mpi_scaling: build/pfl was built without MPI" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=bench/results/mpi_scaling
-rm -rf "$out" && mkdir -p "$out"
 flags=(--algo fedavg --data mnist --model cnn --partition pat:2 --clients 20 --join 0.5 --rounds 3 --batch 10
     --eval-every 1000 --quiet "$@")
 # ranks keep several threads only when Open MPI does not pin each to one core
 mpi=(mpirun --oversubscribe --bind-to none)
 
+# TABLE_ONLY=1: only tabulate the runs of a previous call
+if [ "${TABLE_ONLY:-0}" != 1 ]; then
+rm -rf "$out" && mkdir -p "$out"
 run() { # label, command...
     local label=$1; shift
     echo "== $label: $*" >&2
@@ -41,8 +44,10 @@ run inproc-t1 build/pfl run "${flags[@]}" --threads 1
 run inproc-t2 build/pfl run "${flags[@]}" --threads 2
 run np2-t2 "${mpi[@]}" -np 2 build/pfl run "${flags[@]}" --threads 2
 run np3-t1 "${mpi[@]}" -np 3 build/pfl run "${flags[@]}" --threads 1
+fi
 
-field() { grep -o "\"$1\": *[^,}]*" "$out/$2/summary.json" | head -1 | sed 's/.*: *//; s/"//g'; }
+# a summary field, empty when absent (in-process runs have no traffic fields)
+field() { { grep -o "\"$1\": *[^,}]*" "$out/$2/summary.json" || true; } | head -1 | sed 's/.*: *//; s/"//g'; }
 clients=$(field clients inproc-t1) join=$(field join inproc-t1)
 per_round=$(awk -v c="$clients" -v j="$join" 'BEGIN { n = int(c * j + 0.5); print n < 1 ? 1 : n }')
 base=$(field train_samples_per_second inproc-t1)

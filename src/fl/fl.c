@@ -248,8 +248,9 @@ int pfl_fl_evaluate(pfl_fl *fl, pfl_round_metrics *m) {
         }
     }
     /* MPI: every process gets every client's counts (integers: exact) */
-    if (pfl_transport_sum_longs(fl->cfg.transport, local_correct, (size_t)N) ||
-        pfl_transport_sum_longs(fl->cfg.transport, global_correct, (size_t)N)) {
+    pfl_transport *t = fl->cfg.transport;
+    if (pfl_transport_wait_all(t) || pfl_transport_sum_longs(t, local_correct, (size_t)N) ||
+        pfl_transport_sum_longs(t, global_correct, (size_t)N)) {
         free(local_correct);
         free(global_correct);
         return -1;
@@ -353,7 +354,7 @@ static int share_uploads(pfl_fl *fl, const int *selected, int n, float *const *u
     const pfl_model *m = fl->model;
     uint8_t *bits = NULL;
     if (fl->sent && !(bits = pfl_malloc(m->num_params / 8 + 1))) return -1;
-    int rc = 0;
+    int rc = pfl_transport_wait_all(t); /* every owner has trained its clients */
     for (int k = 0; k < n && rc == 0; k++) {
         const int root = pfl_transport_owner(t, selected[k]);
         for (int l = 0; l < m->num_layers && rc == 0; l++) {

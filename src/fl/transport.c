@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/err.h"
 
@@ -70,6 +71,19 @@ void pfl_transport_abort(const pfl_transport *t, int code) {
     if (t && t->mpi && t->size > 1) MPI_Abort(MPI_COMM_WORLD, code);
 }
 
+int pfl_transport_wait_all(pfl_transport *t) {
+    if (!pfl_transport_distributed(t)) return 0;
+    MPI_Request req;
+    if (MPI_Ibarrier(MPI_COMM_WORLD, &req) != MPI_SUCCESS) return pfl_err("mpi: barrier failed");
+    /* poll every 0.2 ms: far below a round's time, and a sleeping rank costs nothing */
+    const struct timespec pause = {0, 200000};
+    for (int done = 0;;) {
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return pfl_err("mpi: barrier failed");
+        if (done) return 0;
+        nanosleep(&pause, NULL);
+    }
+}
+
 /* MPI counts are ints: large buffers go in pieces of at most 1 GiB. */
 #define CHUNK ((size_t)1 << 30)
 
@@ -112,6 +126,11 @@ int pfl_transport_init(pfl_transport *t) {
 void pfl_transport_finish(pfl_transport *t) { (void)t; }
 
 void pfl_transport_abort(const pfl_transport *t, int code) { (void)t, (void)code; }
+
+int pfl_transport_wait_all(pfl_transport *t) {
+    (void)t;
+    return 0;
+}
 
 int pfl_transport_share(pfl_transport *t, void *buf, size_t bytes, int root) {
     (void)t, (void)buf, (void)bytes, (void)root;

@@ -55,6 +55,12 @@ bool pfl_transport_owns(const pfl_transport *t, int client);
 int pfl_transport_owned_count(const pfl_transport *t, int clients);
 int pfl_transport_local_index(const pfl_transport *t, int client);
 
+/* Returns when every rank has called it (a collective), sleeping while it
+ * waits: MPI's blocking calls spin, and a rank with nothing to do (the
+ * server during training) would take a core from the ranks still training.
+ * Called before the collectives that follow long local work. */
+int pfl_transport_wait_all(pfl_transport *t);
+
 /* Every rank gets `root`'s `bytes` at buf (a collective: every rank calls it
  * with the same root and size). Returns 0 or -1 with a message. */
 int pfl_transport_share(pfl_transport *t, void *buf, size_t bytes, int root);
