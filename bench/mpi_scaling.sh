@@ -3,13 +3,15 @@
 # travels between them per round.
 #
 # One FedAvg setting (default: mnist, cnn, 20 clients pat:2, join 0.5, batch
-# 10, 3 rounds, evaluated only before the first and after the last round) run
+# 10, 2 rounds, evaluated only before the first and after the last round) run
 #   - in one process with 1 thread and with 2 threads (the same total threads
 #     as the MPI runs: this machine has 2 cores, so 2x is the ceiling),
 #   - under `mpirun -np 2`: rank 0 the server, rank 1 every client, 2 threads,
 #   - under `mpirun -np 3`: rank 0 the server, ranks 1 and 2 half the clients
 #     each, 1 thread each,
-# and a markdown table of seconds per round and train samples/s (training
+# each REPEAT times (default 3), the four in turn, keeping each one's fastest
+# run (other work on the machine only slows runs down), and a markdown table
+# of seconds per round and train samples/s (training
 # wall time of rank 0, which includes waiting for the uploads; evaluation
 # excluded), the fingerprint of each run (they must all be equal), and the
 # payload bytes per round that the transport counted: to the server (every
@@ -27,7 +29,7 @@ command -v mpirun >/dev/null || { echo "mpi_scaling: no mpirun (apt-get install 
 ldd build/pfl | grep -q libmpi || { echo "mpi_scaling: build/pfl was built without MPI" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=bench/results/mpi_scaling
-flags=(--algo fedavg --data mnist --model cnn --partition pat:2 --clients 20 --join 0.5 --rounds 3 --batch 10
+flags=(--algo fedavg --data mnist --model cnn --partition pat:2 --clients 20 --join 0.5 --rounds 2 --batch 10
     --eval-every 1000 --quiet "$@")
 # ranks keep several threads only when Open MPI does not pin each to one core
 mpi=(mpirun --oversubscribe --bind-to none)
@@ -35,15 +37,24 @@ mpi=(mpirun --oversubscribe --bind-to none)
 # TABLE_ONLY=1: only tabulate the runs of a previous call
 if [ "${TABLE_ONLY:-0}" != 1 ]; then
 rm -rf "$out" && mkdir -p "$out"
-run() { # label, command...
+rate() { grep -o '"train_samples_per_second": [0-9.]*' "$1/summary.json" | sed 's/.*: //'; }
+run() { # label, command...: keeps the faster of this run and the best so far as $out/label
     local label=$1; shift
     echo "== $label: $*" >&2
-    "$@" --out "$out/$label" 2>"$out/$label.log" || { cat "$out/$label.log" >&2; exit 1; }
+    rm -rf "$out/try"
+    "$@" --out "$out/try" 2>"$out/$label.log" || { cat "$out/$label.log" >&2; exit 1; }
+    echo "   $(rate "$out/try") samples/s" >&2
+    if [ ! -d "$out/$label" ] || awk -v a="$(rate "$out/try")" -v b="$(rate "$out/$label")" 'BEGIN { exit !(a > b) }'; then
+        rm -rf "$out/$label" && mv "$out/try" "$out/$label"
+    fi
 }
-run inproc-t1 build/pfl run "${flags[@]}" --threads 1
-run inproc-t2 build/pfl run "${flags[@]}" --threads 2
-run np2-t2 "${mpi[@]}" -np 2 build/pfl run "${flags[@]}" --threads 2
-run np3-t1 "${mpi[@]}" -np 3 build/pfl run "${flags[@]}" --threads 1
+for ((i = 1; i <= ${REPEAT:-3}; i++)); do
+    run inproc-t1 build/pfl run "${flags[@]}" --threads 1
+    run inproc-t2 build/pfl run "${flags[@]}" --threads 2
+    run np2-t2 "${mpi[@]}" -np 2 build/pfl run "${flags[@]}" --threads 2
+    run np3-t1 "${mpi[@]}" -np 3 build/pfl run "${flags[@]}" --threads 1
+done
+rm -rf "$out/try"
 fi
 
 # a summary field, empty when absent (in-process runs have no traffic fields)

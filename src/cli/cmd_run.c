@@ -526,7 +526,8 @@ int cmd_run(int argc, char **argv) {
     int rc = pfl_transport_init(&transport);
     if (rc == 0 && transport.rank != 0) o.quiet = true, o.out = NULL;
     if (rc || run_experiment(&o)) {
-        if (pfl_transport_distributed(&transport)) fprintf(stderr, "pfl run: rank %d: %s\n", transport.rank, pfl_errmsg());
+        if (pfl_transport_distributed(&transport))
+            fprintf(stderr, "pfl run: rank %d: %s\n", transport.rank, pfl_errmsg());
         else fprintf(stderr, "pfl run: %s\n", pfl_errmsg());
         pfl_transport_abort(&transport, 1); /* every rank stops, none waits for this one */
         pfl_transport_finish(&transport);

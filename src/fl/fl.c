@@ -344,10 +344,22 @@ static void unpack_flags(uint8_t *flags, const uint8_t *bits, size_t n) {
     for (size_t j = 0; j < n; j++) flags[j] = (bits[j / 8] >> (j % 8)) & 1u;
 }
 
+/* MPI: the span [off, off + len) of upload slot k from its owner `root`, and
+ * the slot's mask over it (as bits, in `bits`) when the mask is on. */
+static int share_span(pfl_fl *fl, int k, int root, float *upload, size_t off, size_t len, uint8_t *bits) {
+    pfl_transport *t = fl->cfg.transport;
+    if (pfl_transport_share(t, upload + off, len * sizeof(float), root)) return -1;
+    if (!fl->sent) return 0;
+    if (t->rank == root) pack_flags(bits, fl->sent[k] + off, len);
+    if (pfl_transport_share(t, bits, (len + 7) / 8, root)) return -1;
+    if (t->rank != root) unpack_flags(fl->sent[k] + off, bits, len);
+    return 0;
+}
+
 /* MPI: every process gets every upload of the round from the process that
- * trained its client — the shared layers' spans, the upload mask when on
- * (as bits), the training stats — so each runs the same aggregation on the
- * same inputs. Slots go in order, each from its owner. */
+ * trained its client — the shared layers (each run of them one contiguous
+ * span), the upload mask when on, the training stats — so each runs the
+ * same aggregation on the same inputs. Slots go in order, each from its owner. */
 static int share_uploads(pfl_fl *fl, const int *selected, int n, float *const *uploads, pfl_train_stats *stats) {
     pfl_transport *t = fl->cfg.transport;
     if (!pfl_transport_distributed(t)) return 0;
@@ -357,18 +369,11 @@ static int share_uploads(pfl_fl *fl, const int *selected, int n, float *const *u
     int rc = pfl_transport_wait_all(t); /* every owner has trained its clients */
     for (int k = 0; k < n && rc == 0; k++) {
         const int root = pfl_transport_owner(t, selected[k]);
-        for (int l = 0; l < m->num_layers && rc == 0; l++) {
-            if (!fl->shared[l]) continue;
-            int end = l; /* a run of shared layers is one contiguous span */
-            while (end + 1 < m->num_layers && fl->shared[end + 1]) end++;
-            const size_t off = m->layers[l].offset, len = m->layers[end].offset + m->layers[end].length - off;
-            rc = pfl_transport_share(t, uploads[k] + off, len * sizeof(float), root);
-            if (rc == 0 && fl->sent) {
-                if (t->rank == root) pack_flags(bits, fl->sent[k] + off, len);
-                rc = pfl_transport_share(t, bits, (len + 7) / 8, root);
-                if (rc == 0 && t->rank != root) unpack_flags(fl->sent[k] + off, bits, len);
-            }
-            l = end;
+        for (int first = 0, end; first < m->num_layers && rc == 0; first = end) {
+            for (end = first; end < m->num_layers && fl->shared[end] == fl->shared[first];) end++;
+            if (!fl->shared[first]) continue;
+            const size_t off = m->layers[first].offset, stop = m->layers[end - 1].offset + m->layers[end - 1].length;
+            rc = share_span(fl, k, root, uploads[k], off, stop - off, bits);
         }
         if (rc == 0) rc = pfl_transport_share(t, &stats[k], sizeof stats[k], root);
     }

@@ -75,12 +75,15 @@ int pfl_transport_wait_all(pfl_transport *t) {
     if (!pfl_transport_distributed(t)) return 0;
     MPI_Request req;
     if (MPI_Ibarrier(MPI_COMM_WORLD, &req) != MPI_SUCCESS) return pfl_err("mpi: barrier failed");
-    /* poll every 0.2 ms: far below a round's time, and a sleeping rank costs nothing */
-    const struct timespec pause = {0, 200000};
+    /* polls from every 50 us (a short wait stays short) to every 2 ms (a
+     * long one costs next to nothing), far below a round's time */
+    long pause_ns = 50000;
     for (int done = 0;;) {
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return pfl_err("mpi: barrier failed");
         if (done) return 0;
+        const struct timespec pause = {0, pause_ns};
         nanosleep(&pause, NULL);
+        if (pause_ns < 2000000) pause_ns *= 2;
     }
 }
 
