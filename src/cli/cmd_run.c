@@ -474,6 +474,9 @@ static int run_experiment(run_options *o) {
     cfg.algo.tsdp_hopkins_m = o->tsdp_hopkins_m;
     cfg.transport = o->transport; /* MPI */
     if (pfl_fl_create(&fl, &cfg, &model, &data, &part, algo)) goto done;
+    if (!o->quiet && pfl_transport_distributed(o->transport)) /* MPI */
+        fprintf(stderr, "[pfl] mpi: %d processes, rank 0 the server, %d threads per rank\n", o->transport->size,
+                o->threads);
     if (!o->quiet)
         fprintf(stderr, "[pfl] %s on %s, model %s (%zu parameters), %d clients, join %g, %d rounds, %d threads\n",
                 algo->name, data.name, model.name, model.num_params, o->clients, o->join, o->rounds, o->threads);
