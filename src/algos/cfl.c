@@ -24,7 +24,9 @@
  *
  * The personalized model of a client is its cluster's model. Only full
  * participation (--join 1) is supported, as in the paper's experiments: the
- * bipartition must see every member's update. */
+ * bipartition must see every member's update. With --drop-rate, the members
+ * that dropped out of a round are not seen: a split divides the members that
+ * arrived, and the others stay in the cluster under its old id. */
 #include "algos/cfl.h"
 
 #include <cblas.h>
@@ -239,6 +241,75 @@ static void cfl_aggregate(pfl_fl *fl, const int *clients, int n, float *const *u
     pfl_default_aggregate(fl, clients, n, uploads);
 }
 
+/* Checkpoints: the clusters, their models, last norms and the splits so far. */
+static int cfl_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
+    const pfl_cfl_state *s = fl->algo_state;
+    const int N = fl->cfg.clients;
+    int *split_ints = pfl_malloc(sizeof(int) * 4 * (size_t)(s->num_splits + 1));
+    double *split_norms = pfl_malloc(sizeof(double) * 2 * (size_t)(s->num_splits + 1));
+    int rc = -1;
+    if (!split_ints || !split_norms) goto done;
+    for (int k = 0; k < s->num_splits; k++) {
+        const pfl_cfl_split *p = &s->splits[k];
+        int *i = split_ints + 4 * k;
+        i[0] = p->round, i[1] = p->cluster, i[2] = p->new_cluster, i[3] = p->size;
+        split_norms[2 * k] = p->mean_norm, split_norms[2 * k + 1] = p->max_norm;
+    }
+    rc = pfl_ckpt_put_int(w, "cfl.clusters", s->clusters) || pfl_ckpt_put_i32(w, "cfl.cluster", s->cluster, (size_t)N) ||
+                 pfl_ckpt_put_f32(w, "cfl.models", s->models, fl->model->num_params * (size_t)s->clusters) ||
+                 pfl_ckpt_put_f64(w, "cfl.mean_norm", s->mean_norm, (size_t)N) ||
+                 pfl_ckpt_put_f64(w, "cfl.max_norm", s->max_norm, (size_t)N) ||
+                 pfl_ckpt_put_int(w, "cfl.num_splits", s->num_splits) ||
+                 pfl_ckpt_put_i32(w, "cfl.split_ids", split_ints, 4 * (size_t)s->num_splits) ||
+                 pfl_ckpt_put_f64(w, "cfl.split_norms", split_norms, 2 * (size_t)s->num_splits)
+             ? -1
+             : 0;
+done:
+    free(split_ints);
+    free(split_norms);
+    return rc;
+}
+
+static int cfl_load(pfl_fl *fl, pfl_ckpt_reader *r) {
+    pfl_cfl_state *s = fl->algo_state;
+    const int N = fl->cfg.clients;
+    const size_t P = fl->model->num_params;
+    int64_t clusters, num_splits;
+    if (pfl_ckpt_get_int(r, "cfl.clusters", &clusters) || pfl_ckpt_get_int(r, "cfl.num_splits", &num_splits)) return -1;
+    /* every split adds one cluster, and there are at most N clusters */
+    if (clusters < 1 || clusters > N || num_splits != clusters - 1)
+        return pfl_err("%s: cfl: %lld clusters after %lld splits (of %d clients)", r->path, (long long)clusters,
+                       (long long)num_splits, N);
+    float *models = realloc(s->models, sizeof(float) * P * (size_t)clusters);
+    if (!models) return pfl_err("out of memory");
+    s->models = models;
+    s->clusters = (int)clusters, s->num_splits = (int)num_splits;
+    int *split_ints = pfl_malloc(sizeof(int) * 4 * (size_t)(num_splits + 1));
+    double *split_norms = pfl_malloc(sizeof(double) * 2 * (size_t)(num_splits + 1));
+    int rc = -1;
+    if (!split_ints || !split_norms || pfl_ckpt_get_i32(r, "cfl.cluster", s->cluster, (size_t)N) ||
+        pfl_ckpt_get_f32(r, "cfl.models", s->models, P * (size_t)clusters) ||
+        pfl_ckpt_get_f64(r, "cfl.mean_norm", s->mean_norm, (size_t)N) ||
+        pfl_ckpt_get_f64(r, "cfl.max_norm", s->max_norm, (size_t)N) ||
+        pfl_ckpt_get_i32(r, "cfl.split_ids", split_ints, 4 * (size_t)num_splits) ||
+        pfl_ckpt_get_f64(r, "cfl.split_norms", split_norms, 2 * (size_t)num_splits))
+        goto done;
+    for (int c = 0; c < N; c++)
+        if (s->cluster[c] < 0 || s->cluster[c] >= s->clusters) {
+            pfl_err("%s: cfl.cluster: client %d in cluster %d of %d", r->path, c, s->cluster[c], s->clusters);
+            goto done;
+        }
+    for (int k = 0; k < s->num_splits; k++) {
+        const int *i = split_ints + 4 * k;
+        s->splits[k] = (pfl_cfl_split){i[0], i[1], i[2], i[3], split_norms[2 * k], split_norms[2 * k + 1]};
+    }
+    rc = 0;
+done:
+    free(split_ints);
+    free(split_norms);
+    return rc;
+}
+
 const pfl_algo pfl_algo_cfl = {
     .name = "cfl",
     .description = "CFL: clustered FL, clusters bi-partitioned by the cosine similarity of updates when the mean "
@@ -249,4 +320,6 @@ const pfl_algo pfl_algo_cfl = {
     .local_init = cfl_local_init,
     .aggregate = cfl_aggregate,
     .personal_model = cfl_personal_model,
+    .save = cfl_save,
+    .load = cfl_load,
 };

@@ -75,6 +75,19 @@ static void fedamp_aggregate(pfl_fl *fl, const int *clients, int n, float *const
     pfl_amp_warn_rescaled(fl, &s->warned, "fedamp", rescaled);
 }
 
+/* Checkpoints: the cloud models u_i, and whether the warning was given. */
+static int fedamp_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
+    const fedamp_state *s = fl->algo_state;
+    const size_t n = fl->model->num_params * (size_t)fl->cfg.clients;
+    return pfl_ckpt_put_f32(w, "fedamp.u", s->u, n) || pfl_ckpt_put_bool(w, "fedamp.warned", &s->warned, 1) ? -1 : 0;
+}
+
+static int fedamp_load(pfl_fl *fl, pfl_ckpt_reader *r) {
+    fedamp_state *s = fl->algo_state;
+    const size_t n = fl->model->num_params * (size_t)fl->cfg.clients;
+    return pfl_ckpt_get_f32(r, "fedamp.u", s->u, n) || pfl_ckpt_get_bool(r, "fedamp.warned", &s->warned, 1) ? -1 : 0;
+}
+
 const pfl_algo pfl_algo_fedamp = {
     .name = "fedamp",
     .description = "FedAMP: attentive message passing on whole models, proximal term lambda/alpha toward u_i "
@@ -86,4 +99,6 @@ const pfl_algo pfl_algo_fedamp = {
     .destroy = fedamp_destroy,
     .local_train = fedamp_train,
     .aggregate = fedamp_aggregate,
+    .save = fedamp_save,
+    .load = fedamp_load,
 };

@@ -108,6 +108,23 @@ static void cfr_aggregate(pfl_fl *fl, const int *clients, int n, float *const *u
     pfl_amp_warn_rescaled(fl, &s->warned, "pfedcfr", rescaled);
 }
 
+/* Checkpoints: every client's fused layers, and whether the warning was given. */
+static int cfr_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
+    const cfr_state *s = fl->algo_state;
+    return pfl_ckpt_put_f32(w, "pfedcfr.fused", s->fused, s->span * (size_t)fl->cfg.clients) ||
+                   pfl_ckpt_put_bool(w, "pfedcfr.warned", &s->warned, 1)
+               ? -1
+               : 0;
+}
+
+static int cfr_load(pfl_fl *fl, pfl_ckpt_reader *r) {
+    cfr_state *s = fl->algo_state;
+    return pfl_ckpt_get_f32(r, "pfedcfr.fused", s->fused, s->span * (size_t)fl->cfg.clients) ||
+                   pfl_ckpt_get_bool(r, "pfedcfr.warned", &s->warned, 1)
+               ? -1
+               : 0;
+}
+
 const pfl_algo pfl_algo_pfedcfr = {
     .name = "pfedcfr",
     .description = "pFedCFR: first --cfr-layers layers fused per client by message passing, the rest averaged; "
@@ -119,4 +136,6 @@ const pfl_algo pfl_algo_pfedcfr = {
     .receive = cfr_receive,
     .local_train = cfr_train,
     .aggregate = cfr_aggregate,
+    .save = cfr_save,
+    .load = cfr_load,
 };

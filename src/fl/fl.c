@@ -75,6 +75,8 @@ static int check_config(const pfl_config *cfg, const pfl_model *model, const pfl
     if (cfg->threads < 1 || cfg->batch < 1 || cfg->eval_batch < 1 || cfg->rounds < 0 || cfg->epochs < 0 ||
         cfg->eval_every < 1 || !(cfg->join > 0.0 && cfg->join <= 1.0))
         return pfl_err("invalid configuration (threads, batch, rounds, epochs, eval-every or join out of range)");
+    if (!(cfg->drop_rate >= 0.0 && cfg->drop_rate < 1.0))
+        return pfl_err("--drop-rate %g: must be in [0, 1)", cfg->drop_rate);
     return 0;
 }
 
@@ -199,6 +201,21 @@ int pfl_select_clients(const pfl_config *cfg, int round, int *out) {
     return n;
 }
 
+int pfl_drop_clients(const pfl_config *cfg, int round, int *clients, int n, int *dropped, int *n_dropped) {
+    int kept = 0;
+    *n_dropped = 0;
+    for (int k = 0; k < n; k++) {
+        bool drops = false;
+        if (cfg->drop_rate > 0.0) {
+            pfl_rng rng = pfl_rng_stream(cfg->seed, round, clients[k], PFL_RNG_DROP);
+            drops = pfl_rng_uniform(&rng) < cfg->drop_rate;
+        }
+        if (drops) dropped[(*n_dropped)++] = clients[k];
+        else clients[kept++] = clients[k];
+    }
+    return kept;
+}
+
 /* ---- evaluation ---- */
 
 long pfl_count_correct_on(pfl_worker *w, const pfl_fl *fl, const float *params, const int *idx, int n) {
@@ -314,38 +331,45 @@ static void broadcast(pfl_fl *fl) {
     for (int c = 0; c < fl->cfg.clients; c++) pfl_fl_receive(fl, c, &fl->workers[omp_get_thread_num()]);
 }
 
-int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx) {
+int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx) { return pfl_fl_run_with(fl, cb, NULL, ctx); }
+
+int pfl_fl_run_with(pfl_fl *fl, pfl_round_callback cb, pfl_after_round after, void *ctx) {
     const int N = fl->cfg.clients;
     const size_t P = fl->model->num_params;
     int *selected = pfl_malloc(sizeof(int) * (size_t)N);
+    int *dropped = pfl_malloc(sizeof(int) * (size_t)N);
     int *order = pfl_malloc(sizeof(int) * (size_t)N);
     pfl_train_stats *stats = pfl_malloc(sizeof *stats * (size_t)N);
     float **uploads = pfl_calloc((size_t)N, sizeof(float *));
     float *upload_storage = NULL;
     int rc = -1;
-    if (!selected || !order || !stats || !uploads) goto done;
+    if (!selected || !dropped || !order || !stats || !uploads) goto done;
     /* Every round selects the same number of clients. */
     int n_per_round = pfl_select_clients(&fl->cfg, 1, selected);
     if (!(upload_storage = pfl_malloc(sizeof(float) * P * (size_t)n_per_round))) goto done;
     for (int k = 0; k < n_per_round; k++) uploads[k] = upload_storage + P * (size_t)k;
 
     pfl_round_metrics m = {0};
-    fl->round = 0;
-    fl->train_seconds = 0.0, fl->train_samples = 0;
-    double t0 = now_seconds();
-    broadcast(fl);
-    if (pfl_fl_evaluate(fl, &m)) goto done;
-    m.round = 0, m.train_loss = NAN, m.eval_seconds = now_seconds() - t0, m.evaluated = true;
-    if (cb) cb(&m, fl, ctx);
+    if (fl->round == 0) { /* a fresh run; after pfl_fl_load, rounds 1..fl->round are done */
+        fl->train_seconds = 0.0, fl->train_samples = 0;
+        double t0 = now_seconds();
+        broadcast(fl);
+        if (pfl_fl_evaluate(fl, &m)) goto done;
+        m.round = 0, m.train_loss = NAN, m.eval_seconds = now_seconds() - t0, m.evaluated = true;
+        if (cb) cb(&m, fl, ctx);
+    }
 
-    for (int r = 1; r <= fl->cfg.rounds; r++) {
+    for (int r = fl->round + 1, next = 0; r <= fl->cfg.rounds && next == 0; r++) {
         fl->round = r;
         double start = now_seconds();
-        int n = pfl_select_clients(&fl->cfg, r, selected);
+        int n = pfl_select_clients(&fl->cfg, r, selected), n_dropped;
+        /* --drop-rate: the dropped clients' work is lost; the round goes on with the others */
+        n = pfl_drop_clients(&fl->cfg, r, selected, n, dropped, &n_dropped);
         order_by_work(fl->part, selected, n, order);
         memset(stats, 0, sizeof *stats * (size_t)n);
         train_clients(fl, selected, n, order, uploads, stats);
-        (fl->algo->aggregate ? fl->algo->aggregate : pfl_default_aggregate)(fl, selected, n, uploads);
+        /* no upload arrived: the global model stays as it is */
+        if (n > 0) (fl->algo->aggregate ? fl->algo->aggregate : pfl_default_aggregate)(fl, selected, n, uploads);
         broadcast(fl);
         double loss_sum = 0.0;
         long samples = 0;
@@ -356,10 +380,12 @@ int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx) {
         memset(&m, 0, sizeof m);
         m.round = r, m.selected = n, m.seconds = trained - start, m.train_samples = samples;
         m.train_loss = samples ? loss_sum / (double)samples : NAN;
+        m.dropped = n_dropped, m.dropped_clients = dropped;
         if (r % fl->cfg.eval_every != 0 && r != fl->cfg.rounds) {
             /* not evaluated: report the round's training so progress shows */
             m.local_acc = m.local_acc_mean = m.local_acc_std = m.global_acc = NAN;
             if (cb) cb(&m, fl, ctx);
+            if ((next = after ? after(fl, ctx) : 0) < 0) goto done;
             continue;
         }
         m.evaluated = true;
@@ -371,10 +397,12 @@ int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx) {
         m.seconds = trained - start;
         m.eval_seconds = now_seconds() - trained;
         if (cb) cb(&m, fl, ctx);
+        if ((next = after ? after(fl, ctx) : 0) < 0) goto done;
     }
     rc = 0;
 done:
     free(selected);
+    free(dropped);
     free(order);
     free(stats);
     free(uploads);

@@ -18,6 +18,7 @@
 #include "data/data.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "util/ckpt.h" /* checkpoints: the save/load hooks */
 
 /* Hyperparameters of the algorithms that have them (defaults in the CLI). */
 typedef struct {
@@ -84,6 +85,7 @@ typedef struct {
     uint64_t seed;
     int threads;          /* worker threads; >= 1 */
     int eval_every;       /* evaluate every K rounds (and always after the last) */
+    double drop_rate;     /* each selected client drops out with this probability, in [0, 1) */
     pfl_algo_params algo;
     pfl_modules_config modules;
 } pfl_config;
@@ -183,6 +185,12 @@ struct pfl_algo {
      * PFL_REPORT_SUMMARY: the same for summary.json (`,\n  "key": value`);
      * PFL_REPORT_TEXT: words appended to the progress line on stderr. */
     void (*report)(const pfl_fl *fl, FILE *f, int what);
+    /* Checkpoints: `save` writes every part of algo_state that changes
+     * during a run, as named sections ("<algo name>.<part>"); `load` reads
+     * them back into the state `create` just made for the same
+     * configuration. NULL: nothing changes (pfl_fl_save has the rest). */
+    int (*save)(const pfl_fl *fl, pfl_ckpt_writer *w);
+    int (*load)(pfl_fl *fl, pfl_ckpt_reader *r);
 };
 
 enum { PFL_REPORT_METRICS = 1, PFL_REPORT_SUMMARY, PFL_REPORT_TEXT }; /* FedTSDP */
@@ -221,6 +229,8 @@ typedef struct {
     long train_samples;      /* samples trained on this round */
     int selected;            /* clients that trained this round */
     bool evaluated;          /* false: a training-only report (accuracies NAN) */
+    int dropped;             /* --drop-rate: selected clients that dropped out, ... */
+    const int *dropped_clients; /* ... ascending (valid during the callback) */
 } pfl_round_metrics;
 
 typedef void (*pfl_round_callback)(const pfl_round_metrics *m, const pfl_fl *fl, void *ctx);
@@ -237,12 +247,39 @@ void pfl_fl_destroy(pfl_fl *fl);
  * Returns 0 or -1 with a message. */
 int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx);
 
+/* Called after every round's callback (the CLI writes checkpoints there):
+ * returns 0 to go on, 1 to stop after this round, -1 to fail the run. */
+typedef int (*pfl_after_round)(pfl_fl *fl, void *ctx);
+
+/* pfl_fl_run with an after-round hook (or NULL). A stop returns 0 with
+ * fl->round < cfg.rounds. When fl->round > 0 (pfl_fl_load), the run goes on
+ * from round fl->round + 1, without the round-0 broadcast and evaluation. */
+int pfl_fl_run_with(pfl_fl *fl, pfl_round_callback cb, pfl_after_round after, void *ctx);
+
+/* Checkpoints: writes, as sections "fl.*" and "ala.*" and the algorithm's
+ * own, everything of the run that changes from round to round (round,
+ * counters, global model, client models, last accuracies, shared layers,
+ * ALA weights, algorithm state) and the shape of the federation (parameters,
+ * clients, a SHA-256 of the partition) to check on loading. Random streams
+ * are keyed by (seed, round, client, purpose) and need no saving. */
+int pfl_fl_save(const pfl_fl *fl, pfl_ckpt_writer *w);
+/* Reads what pfl_fl_save wrote into fl, just created by pfl_fl_create with
+ * the same configuration, model, data and partition; refuses (-1 with a
+ * message) a checkpoint of another shape. */
+int pfl_fl_load(pfl_fl *fl, pfl_ckpt_reader *r);
+
 /* Evaluates now and fills m (round, accuracies; not timing or loss). */
 int pfl_fl_evaluate(pfl_fl *fl, pfl_round_metrics *m);
 
 /* The clients of round r: round(join * N) of them (at least 1), drawn from
  * the SELECT stream, ascending. Writes them to out (room for N), returns the count. */
 int pfl_select_clients(const pfl_config *cfg, int round, int *out);
+
+/* --drop-rate: removes from clients[0..n) (ascending) those that drop out in
+ * `round`, each independently with probability cfg->drop_rate from the
+ * stream (seed, round, client, DROP); writes them to dropped (room for n) and
+ * their count to *n_dropped. Returns the clients left, still ascending. */
+int pfl_drop_clients(const pfl_config *cfg, int round, int *clients, int n, int *dropped, int *n_dropped);
 
 /* ---- FedAvg's stages, for algorithms to call or wrap ---- */
 
