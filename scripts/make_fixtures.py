@@ -29,11 +29,15 @@ File format (all little-endian):
             float32[num_params]    d loss / d parameters, same order
             char[8]         end marker "PFLFIXND"
 
+fasttext: the input is B x 1 x 1 x L token ids stored as float32 (pfl feeds
+ids as floats; exact below 2^24): each row holds a random number of ids in
+[1, VOCAB) followed by padding 0 up to L; PyTorch gets them as int64.
+
 The models run in eval mode, so tsdp-cnn's dropout is the identity (pfl's
 dropout draws its masks from its own stream, so training-mode equality is not
 expected; pfl_forward with train false, or without an rng, matches eval mode).
 
-Logits: for the cnn, mnist-cnn, cifar-cnn and tsdp-cnn they are the model's output. PFLlib's DNN ends with
+Logits: for the cnn, mnist-cnn, cifar-cnn and tsdp-cnn they are the model's output. PFLlib's DNN (and fastText) ends with
 log_softmax and feeds that to CrossEntropyLoss; pfl's dnn/mlp stop at the last
 Linear. The fixture stores the PRE-log_softmax logits (the output of `fc`),
 which is what pfl_forward returns, while loss and gradients come from the
@@ -144,6 +148,38 @@ class TSDPCNN(nn.Module):
         return self.fc(self.fc1(torch.flatten(out, 1)))
 
 
+class FastText(nn.Module):  # PFLlib (system/flcore/trainmodel/models.py: fastText)
+    """PFLlib's fastText: nn.Embedding(vocab, hidden, padding_idx=0), the mean
+    over ALL L positions (padding included), fc1 = Linear(hidden, hidden) with
+    no nonlinearity after it, fc, log_softmax. PFLlib's forward takes a
+    (text, lengths) pair and ignores the lengths; this one takes the ids alone
+    (as the float32 tensor pfl gets)."""
+
+    def __init__(self, hidden_dim, padding_idx=0, vocab_size=98635, num_classes=10):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, hidden_dim, padding_idx)
+        self.fc1 = nn.Linear(hidden_dim, hidden_dim)
+        self.fc = nn.Linear(hidden_dim, num_classes)
+
+    def forward(self, x):
+        text = x.reshape(x.shape[0], -1).long()
+        embedded_sent = self.embedding(text)
+        h = self.fc1(embedded_sent.mean(1))
+        z = self.fc(h)
+        return F.log_softmax(z, dim=1)
+
+
+def token_batch(B, L, vocab):
+    """B rows of L ids: row b holds n_b ids in [1, vocab) then zeros (padding).
+    Row 0 is full (no padding), the others 1..L-1 tokens; with vocab << B*L,
+    ids repeat within and across rows (the table's backward must add them)."""
+    x = torch.zeros(B, 1, 1, L)
+    for b in range(B):
+        n = L if b == 0 else int(torch.randint(1, L, (1,)).item())
+        x[b, 0, 0, :n] = torch.randint(1, vocab, (n,)).float()
+    return x
+
+
 # (file, pfl model name, B, C, H, W, classes, constructor, first seed)
 CASES = [
     ("cnn_mnist", "cnn", 4, 1, 28, 28, 10, lambda: FedAvgCNN(1, 10, 1024), 1),
@@ -153,6 +189,10 @@ CASES = [
     ("mnist_cnn", "mnist-cnn", 4, 1, 28, 28, 10, lambda: Conv3CNN(1, 10, 576), 5),
     ("cifar_cnn", "cifar-cnn", 4, 3, 32, 32, 10, lambda: Conv3CNN(3, 10, 1024), 6),
     ("tsdp_cnn", "tsdp-cnn", 2, 3, 32, 32, 10, lambda: TSDPCNN(3, 10, 2304), 7),
+    # fastText with AG News's 4 classes and sequence length 200, a small
+    # vocabulary and width so the file stays small (the architecture is the
+    # same at 32000 x 512; tests/test_text.c checks that size's parameter count)
+    ("fasttext", "fasttext:500:64", 6, 1, 1, 200, 4, lambda: FastText(64, 0, 500, 4), 8),
 ]
 CONV_MODELS = ("cnn", "mnist-cnn", "cifar-cnn", "tsdp-cnn")
 
@@ -182,7 +222,10 @@ def run_case(name, model_name, B, C, H, W, classes, ctor, seed):
         s = seed + 1000 * attempt
         torch.manual_seed(s)
         model = ctor()
-        x = torch.rand(B, C, H, W) * 2 - 1
+        if model_name.startswith("fasttext"):
+            x = token_batch(B, W, model.embedding.num_embeddings)
+        else:
+            x = torch.rand(B, C, H, W) * 2 - 1
         y = torch.randint(0, classes, (B,))
 
         # Pre-activations, recomputed explicitly for the margin checks.
@@ -206,6 +249,8 @@ def run_case(name, model_name, B, C, H, W, classes, ctor, seed):
                     ok = ok and relu_margin_ok(c3)
                     h = F.relu(c3)
                 ok = ok and relu_margin_ok(model.fc1[0](torch.flatten(h, 1)))
+            elif model_name.startswith("fasttext"):
+                ok = True  # no ReLU, no pooling: nothing to keep clear of
             else:
                 ok = relu_margin_ok(model.fc1(torch.flatten(x, 1)))
         if ok:

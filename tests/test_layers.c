@@ -608,6 +608,10 @@ static long replay_forward(const pfl_model *m, const float *params, const float 
         }
         case PFL_OP_DROPOUT: /* identity outside training; the models here have none */
         case PFL_OP_FLATTEN: break;
+        case PFL_OP_EMBED_MEAN: /* fasttext; tests/test_text.c checks it */
+            out = falloc(n_out);
+            pfl_embed_mean_forward(out, cur, w, B, op->in_w, op->vocab, op->out_c, op->padding_idx);
+            break;
         }
         if (out) free(cur), cur = out;
     }

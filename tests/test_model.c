@@ -288,5 +288,6 @@ int main(void) {
     test_case(dir, "mnist_cnn");
     test_case(dir, "cifar_cnn");
     test_case(dir, "tsdp_cnn"); /* torch in eval mode: dropout is the identity, as pfl without an rng */
+    test_case(dir, "fasttext"); /* fasttext:500:64 on 200 token ids: embedding mean, fc1, fc */
     TEST_MAIN_END();
 }

@@ -69,8 +69,8 @@ static int run_specs(run_options *o, arg_spec *specs) {
         {"algo", "algo", ARG_STRING, &o->algo, 0, 0, false, "NAME",
          "algorithm: fedavg, local, fedprox, fedper, fedrep, ditto, fedala, flayer, fedamp, pfedcfr, fedalp, pfedme, cfl, "
          "fedtsdp"},
-        {"data", "data", ARG_STRING, &o->data, 0, 0, false, "NAME", "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet"},
-        {"model", "m", ARG_STRING, &o->model, 0, 0, false, "NAME", "model: cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn"},
+        {"data", "data", ARG_STRING, &o->data, 0, 0, false, "NAME", "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews"},
+        {"model", "m", ARG_STRING, &o->model, 0, 0, false, "NAME", "model: cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn, fasttext[:VOCAB[:DIM]]"},
         {"partition", NULL, ARG_STRING, &o->partition, 0, 0, false, "P",
          "iid | pat[:K] | dir[:A[:MIN]] | onelabel[:TRAIN/TEST] | cfr[:K] (see README)"},
         {"clients", "nc", ARG_INT, &o->clients, 1, 1e7, false, "N", "number of clients"},
@@ -574,6 +574,17 @@ static int public_count(const run_options *o) {
     return (int)v;
 }
 
+/* Text (agnews): the vocabulary, from the training clients' text only, with
+ * as many ids as the model's embedding has rows. */
+static int build_vocabulary(pfl_dataset *data, const pfl_partition *part, const pfl_model *model, bool quiet) {
+    if (pfl_text_build_vocab(data, part, pfl_model_vocab(model))) return -1;
+    if (!quiet)
+        fprintf(stderr, "[pfl] vocabulary: %d ids (<pad> 0, <unk> 1, %d words of the %d distinct ones) from the "
+                        "training clients' text\n",
+                data->text->vocab_size, data->text->vocab_words, data->text->num_words);
+    return 0;
+}
+
 /* Runs the experiment `o` describes (specs: its flag table, for
  * checkpoints), from the start, or from the checkpoint `resume`. */
 static int run_experiment(run_options *o, const arg_spec *specs, int num_specs, pfl_ckpt_reader *resume) {
@@ -600,7 +611,15 @@ static int run_experiment(run_options *o, const arg_spec *specs, int num_specs, 
     if (cli_load_partitioned_split(o->data, o->data_dir, o->partition, o->clients, o->seed, o->quiet,
                                    o->train_fraction, holdout, &data, &part))
         goto done;
-    if (pfl_model_build(&model, o->model, data.c, data.h, data.w, data.classes)) goto done;
+    if (pfl_model_build(&model, o->model, data.c, data.h, data.w, data.classes)) {
+        if (data.text) { /* text: say why an image model cannot be built */
+            char why[256];
+            snprintf(why, sizeof why, "%s", pfl_errmsg());
+            pfl_err("--data %s is text (token ids), read by --model fasttext (%s)", data.name, why);
+        }
+        goto done;
+    }
+    if (data.text && pfl_model_vocab(&model) && build_vocabulary(&data, &part, &model, o->quiet)) goto done;
     pfl_config cfg = {
         .clients = o->clients, .join = o->join, .rounds = o->rounds, .epochs = o->epochs, .batch = o->batch,
         .eval_batch = o->eval_batch, .lr = (float)o->lr, .momentum = (float)o->momentum,

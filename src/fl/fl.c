@@ -72,6 +72,16 @@ static int check_config(const pfl_config *cfg, const pfl_model *model, const pfl
         return pfl_err("model %s was built for %dx%dx%d/%d classes, data %s is %dx%dx%d/%d classes", model->name,
                        model->in_c, model->in_h, model->in_w, model->classes, data->name, data->c, data->h, data->w,
                        data->classes);
+    /* text (agnews): token ids mean something only to a model with an
+     * embedding, and only once the vocabulary is built from the partition */
+    const int vocab = pfl_model_vocab(model);
+    if (data->text && !vocab) return pfl_err("data %s is text (token ids): use --model fasttext", data->name);
+    if (!data->text && vocab) return pfl_err("model %s reads token ids: use a text dataset (agnews)", model->name);
+    if (data->text && !data->text->vocab_size)
+        return pfl_err("data %s: no vocabulary yet (pfl_text_build_vocab comes after the partition)", data->name);
+    if (data->text && data->text->vocab_size > vocab)
+        return pfl_err("data %s has %d token ids, model %s's embedding only %d rows", data->name,
+                       data->text->vocab_size, model->name, vocab);
     if (cfg->threads < 1 || cfg->batch < 1 || cfg->eval_batch < 1 || cfg->rounds < 0 || cfg->epochs < 0 ||
         cfg->eval_every < 1 || !(cfg->join > 0.0 && cfg->join <= 1.0))
         return pfl_err("invalid configuration (threads, batch, rounds, epochs, eval-every or join out of range)");

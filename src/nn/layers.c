@@ -38,6 +38,48 @@ void pfl_linear_backward(float *din, float *dw, float *db, const float *dout, co
                     din, in_dim);
 }
 
+/* ---- Embedding, mean over tokens ---- */
+
+/* The row of a token, or -1 for padding and ids outside the table. */
+static int embed_row(float v, int vocab, int padding_idx) {
+    if (!(v >= 0.0f && v < (float)vocab)) return -1; /* also NaN */
+    const int id = (int)v;
+    return id == padding_idx ? -1 : id;
+}
+
+void pfl_embed_mean_forward(float *out, const float *ids, const float *table, int B, int L, int vocab, int dim,
+                            int padding_idx) {
+    for (int n = 0; n < B; n++) {
+        float *o = out + (long)n * dim;
+        memset(o, 0, sizeof(float) * (size_t)dim);
+        for (int t = 0; t < L; t++) {
+            const int id = embed_row(ids[(long)n * L + t], vocab, padding_idx);
+            if (id >= 0) axpy(o, 1.0f, table + (long)id * dim, dim);
+        }
+        for (int d = 0; d < dim; d++) o[d] /= (float)L; /* sum / L, as torch's mean */
+    }
+}
+
+void pfl_embed_mean_backward(float *dtable, const float *dout, const float *ids, int B, int L, int vocab, int dim,
+                             int padding_idx) {
+    const float inv_L = 1.0f / (float)L;
+    for (int n = 0; n < B; n++)
+        for (int t = 0; t < L; t++) {
+            const int id = embed_row(ids[(long)n * L + t], vocab, padding_idx);
+            if (id >= 0) axpy(dtable + (long)id * dim, inv_L, dout + (long)n * dim, dim);
+        }
+}
+
+int pfl_embed_rows(int *rows, uint8_t *mark, const float *ids, long n, int vocab, int padding_idx) {
+    int count = 0;
+    for (long i = 0; i < n; i++) {
+        const int id = embed_row(ids[i], vocab, padding_idx);
+        if (id >= 0 && !mark[id]) mark[id] = 1, rows[count++] = id;
+    }
+    for (int k = 0; k < count; k++) mark[rows[k]] = 0;
+    return count;
+}
+
 /* ---- Conv2d ----
  *
  * Each sample is unfolded (im2col) into `col` and multiplied at once,

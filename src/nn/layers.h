@@ -59,6 +59,26 @@ void pfl_relu_backward(float *din, const float *dout, const float *out, long n);
 void pfl_dropout_forward(float *out, float *mask, const float *in, long n, float p, pfl_rng *rng);
 void pfl_dropout_backward(float *din, const float *dout, const float *mask, long n);
 
+/* Embedding lookup averaged over the sequence: PyTorch's nn.Embedding
+ * followed by .mean(1), as PFLlib's fastText. ids holds B x L token ids as
+ * floats (exact below 2^24); out[B][dim] = (1/L) sum_t table[ids[b][t]].
+ * The mean is over all L positions, padding included, as PFLlib's.
+ * padding_idx (-1: none) is nn.Embedding's: that row is zero and gets no
+ * gradient, so tokens equal to it are skipped (the row is only ever zero in
+ * pfl: initialized so, and every update and average of zero gradients keeps
+ * it there). Ids outside [0, vocab) are skipped likewise, so memory is never
+ * read out of bounds; text datasets never produce them. There is no input
+ * gradient: token ids are not differentiable. */
+void pfl_embed_mean_forward(float *out, const float *ids, const float *table, int B, int L, int vocab, int dim,
+                            int padding_idx);
+void pfl_embed_mean_backward(float *dtable, const float *dout, const float *ids, int B, int L, int vocab, int dim,
+                             int padding_idx);
+/* The distinct rows that n token ids read (first appearance order) into
+ * rows (room for min(n, vocab)); returns their count. Every other row of the
+ * table gets a zero gradient from the batch. mark (vocab bytes) must be all
+ * zero on entry and is left so. */
+int pfl_embed_rows(int *rows, uint8_t *mark, const float *ids, long n, int vocab, int padding_idx);
+
 /* Softmax cross-entropy averaged over the batch (PyTorch's CrossEntropyLoss).
  * Writes probabilities and returns the mean loss; the backward writes
  * dlogits = (probs - onehot) / B. */

@@ -7,7 +7,7 @@
 
 #include "util/err.h"
 
-const char *const pfl_model_names = "cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn";
+const char *const pfl_model_names = "cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn, fasttext[:VOCAB[:DIM]]";
 
 /* ---- building the tables ---- */
 
@@ -26,7 +26,8 @@ static int add_tensor(pfl_model *m, const char *name, int ndim, const int *shape
     return 0;
 }
 
-/* A parametric layer "<name>" with tensors "<prefix>.weight" and "<prefix>.bias". */
+/* A parametric layer "<name>" with tensors "<prefix>.weight" and "<prefix>.bias"
+ * (no bias when bias_len is 0: an embedding). */
 static int add_layer(pfl_model *m, const char *name, const char *prefix, int wdim, const int *wshape, int bias_len) {
     if (m->num_layers >= PFL_MAX_LAYERS) return pfl_err("model %s: too many layers", m->name);
     pfl_layer *l = &m->layers[m->num_layers];
@@ -36,9 +37,12 @@ static int add_layer(pfl_model *m, const char *name, const char *prefix, int wdi
     char tname[40];
     snprintf(tname, sizeof tname, "%s.weight", prefix);
     if (add_tensor(m, tname, wdim, wshape)) return -1;
-    snprintf(tname, sizeof tname, "%s.bias", prefix);
-    if (add_tensor(m, tname, 1, &bias_len)) return -1;
-    l->num_tensors = 2;
+    l->num_tensors = 1;
+    if (bias_len > 0) {
+        snprintf(tname, sizeof tname, "%s.bias", prefix);
+        if (add_tensor(m, tname, 1, &bias_len)) return -1;
+        l->num_tensors = 2;
+    }
     l->length = m->num_params - l->offset;
     return m->num_layers++;
 }
@@ -165,9 +169,60 @@ static int build_tsdp(pfl_model *m) {
     return 0;
 }
 
+/* PFLlib's fastText (models.py): nn.Embedding(vocab, dim, padding_idx=0),
+ * the mean over all tokens, fc1 = Linear(dim, dim), fc = Linear(dim,
+ * classes), log_softmax (dropped: idempotent before CrossEntropyLoss, as for
+ * the dnn). There is no nonlinearity between fc1 and fc in PFLlib, so none
+ * here. The embedding must be the first op: token ids have no gradient. */
+static int build_fasttext(pfl_model *m, int vocab, int dim) {
+    if (m->in_c != 1 || m->in_h != 1)
+        return pfl_err("model fasttext reads token ids (1x1xL, a text dataset such as agnews), not %dx%dx%d inputs",
+                       m->in_c, m->in_h, m->in_w);
+    pfl_op *op = push_op(m, PFL_OP_EMBED_MEAN);
+    if (!op) return pfl_err("model %s: too many operations", m->name);
+    op->vocab = vocab, op->padding_idx = 0; /* PFLlib: padding_idx=0 */
+    op->out_c = dim, op->out_h = op->out_w = 1;
+    int shape[2] = {vocab, dim};
+    op->layer = add_layer(m, "embedding", "embedding", 2, shape, 0);
+    if (op->layer < 0 || add_linear(m, "fc1", "fc1", dim) || add_linear(m, "fc", "fc", m->classes)) return -1;
+    return 0;
+}
+
+/* "fasttext", "fasttext:V" or "fasttext:V:D": 1 with *vocab, *dim set; 0
+ * when the name is not fasttext's; -1 (with a message) when its options are
+ * malformed. */
+static int parse_fasttext(const char *name, int *vocab, int *dim) {
+    *vocab = PFL_FASTTEXT_VOCAB, *dim = PFL_FASTTEXT_DIM;
+    if (strncmp(name, "fasttext", 8) != 0 || (name[8] != '\0' && name[8] != ':')) return 0;
+    const char *p = name + 8;
+    long v[2] = {*vocab, *dim};
+    for (int k = 0; k < 2 && *p == ':'; k++) {
+        char *end;
+        v[k] = strtol(p + 1, &end, 10);
+        if (end == p + 1) break;
+        p = end;
+    }
+    if (*p != '\0' || v[0] < 3 || v[0] > (1L << 24) || v[1] < 1 || v[1] > 65536)
+        return pfl_err("--model %s: expected fasttext, fasttext:VOCAB or fasttext:VOCAB:DIM with 3 <= VOCAB <= %ld "
+                       "(ids 0 and 1 are <pad> and <unk>) and 1 <= DIM <= 65536",
+                       name, 1L << 24);
+    *vocab = (int)v[0], *dim = (int)v[1];
+    return 1;
+}
+
+static bool fasttext_known(const char *name) {
+    int vocab, dim;
+    return parse_fasttext(name, &vocab, &dim) == 1;
+}
+
+int pfl_model_vocab(const pfl_model *m) {
+    return m->num_ops > 0 && m->ops[0].kind == PFL_OP_EMBED_MEAN ? m->ops[0].vocab : 0;
+}
+
 bool pfl_model_known(const char *name) {
     return strcmp(name, "cnn") == 0 || strcmp(name, "dnn") == 0 || strcmp(name, "mlp") == 0 ||
-           strcmp(name, "mnist-cnn") == 0 || strcmp(name, "cifar-cnn") == 0 || strcmp(name, "tsdp-cnn") == 0;
+           strcmp(name, "mnist-cnn") == 0 || strcmp(name, "cifar-cnn") == 0 || strcmp(name, "tsdp-cnn") == 0 ||
+           fasttext_known(name);
 }
 
 int pfl_model_build(pfl_model *m, const char *name, int in_c, int in_h, int in_w, int classes) {
@@ -182,12 +237,31 @@ int pfl_model_build(pfl_model *m, const char *name, int in_c, int in_h, int in_w
     if (strcmp(name, "mlp") == 0) return build_dnn(m, 200);
     if (strcmp(name, "mnist-cnn") == 0 || strcmp(name, "cifar-cnn") == 0) return build_conv3(m, 64);
     if (strcmp(name, "tsdp-cnn") == 0) return build_tsdp(m);
+    int vocab, dim, fasttext = parse_fasttext(name, &vocab, &dim);
+    if (fasttext < 0) return -1;
+    if (fasttext) {
+        snprintf(m->name, sizeof m->name, "fasttext"); /* the options live in the op */
+        return build_fasttext(m, vocab, dim);
+    }
     return pfl_err("--model: unknown model '%s' (choose from %s)", name, pfl_model_names);
+}
+
+/* nn.Embedding's reset_parameters: N(0, 1), then the padding row zeroed. */
+static void init_embedding(const pfl_op *op, float *table, pfl_rng *rng) {
+    const size_t n = (size_t)op->vocab * (size_t)op->out_c;
+    for (size_t i = 0; i < n; i++) table[i] = (float)pfl_rng_normal(rng);
+    if (op->padding_idx >= 0)
+        memset(table + (size_t)op->padding_idx * (size_t)op->out_c, 0, sizeof(float) * (size_t)op->out_c);
 }
 
 void pfl_model_init_params(const pfl_model *m, float *params, pfl_rng *rng) {
     for (int l = 0; l < m->num_layers; l++) {
         const pfl_layer *layer = &m->layers[l];
+        const pfl_op *embed = pfl_model_vocab(m) > 0 && m->ops[0].layer == l ? &m->ops[0] : NULL;
+        if (embed) {
+            init_embedding(embed, params + layer->offset, rng);
+            continue;
+        }
         const pfl_tensor *w = &m->tensors[layer->first_tensor];
         size_t fan_in = w->length / (size_t)w->shape[0];
         float bound = 1.0f / sqrtf((float)fan_in);
@@ -210,6 +284,8 @@ struct pfl_workspace {
     float *scratch[PFL_MAX_OPS]; /* conv: unfolded input; dropout: mask */
     int *argmax[PFL_MAX_OPS];  /* maxpool winners */
     float *probs, *dlogits;
+    int *rows, num_rows;       /* embedding rows the last forward read (fasttext) */
+    uint8_t *row_mark;         /* vocab bytes, all zero between calls */
 };
 
 static long op_out_size(const pfl_op *op) { return (long)op->out_c * op->out_h * op->out_w; }
@@ -240,6 +316,11 @@ pfl_workspace *pfl_workspace_create(const pfl_model *m, int max_batch) {
             ok = (ws->argmax[i] = pfl_malloc(sizeof(int) * n)) != NULL;
         }
     }
+    const int vocab = pfl_model_vocab(m);
+    if (ok && vocab > 0) {
+        const long most = (long)max_batch * m->ops[0].in_w < vocab ? (long)max_batch * m->ops[0].in_w : vocab;
+        ok = (ws->rows = pfl_malloc(sizeof(int) * (size_t)most)) && (ws->row_mark = pfl_calloc((size_t)vocab, 1));
+    }
     size_t classes = (size_t)m->classes;
     ok = ok && (ws->probs = pfl_malloc(sizeof(float) * B * classes)) &&
          (ws->dlogits = pfl_malloc(sizeof(float) * B * classes));
@@ -268,10 +349,17 @@ void pfl_workspace_free(pfl_workspace *ws) {
     free(ws->input);
     free(ws->probs);
     free(ws->dlogits);
+    free(ws->rows);
+    free(ws->row_mark);
     free(ws);
 }
 
 int pfl_workspace_max_batch(const pfl_workspace *ws) { return ws->max_batch; }
+
+int pfl_workspace_embedding_rows(const pfl_workspace *ws, const int **rows) {
+    *rows = ws->rows;
+    return ws->rows ? ws->num_rows : 0;
+}
 
 float *pfl_workspace_input(pfl_workspace *ws) { return ws->input; }
 
@@ -295,7 +383,9 @@ const float *pfl_forward(pfl_workspace *ws, const float *params, const float *x,
         float *out = op_output(ws, i);
         const long n = (long)B * op_out_size(op);
         const float *w = op->layer >= 0 ? params + m->tensors[m->layers[op->layer].first_tensor].offset : NULL;
-        const float *b = op->layer >= 0 ? params + m->tensors[m->layers[op->layer].first_tensor + 1].offset : NULL;
+        const float *b = op->layer >= 0 && m->layers[op->layer].num_tensors > 1
+                             ? params + m->tensors[m->layers[op->layer].first_tensor + 1].offset
+                             : NULL;
         switch (op->kind) {
         case PFL_OP_CONV2D: {
             pfl_conv_shape s = conv_shape(op, B);
@@ -317,6 +407,10 @@ const float *pfl_forward(pfl_workspace *ws, const float *params, const float *x,
                 memcpy(out, in, sizeof(float) * (size_t)n);
             break;
         case PFL_OP_FLATTEN: break;
+        case PFL_OP_EMBED_MEAN:
+            pfl_embed_mean_forward(out, in, w, B, op->in_w, op->vocab, op->out_c, op->padding_idx);
+            ws->num_rows = pfl_embed_rows(ws->rows, ws->row_mark, in, (long)B * op->in_w, op->vocab, op->padding_idx);
+            break;
         }
     }
     return op_output(ws, m->num_ops - 1);
@@ -365,7 +459,7 @@ void pfl_backward_top(pfl_workspace *ws, const float *params, const uint8_t *lab
         size_t w_off = 0, b_off = 0;
         if (op->layer >= 0) {
             w_off = m->tensors[m->layers[op->layer].first_tensor].offset;
-            b_off = m->tensors[m->layers[op->layer].first_tensor + 1].offset;
+            if (m->layers[op->layer].num_tensors > 1) b_off = m->tensors[m->layers[op->layer].first_tensor + 1].offset;
         }
         switch (op->kind) {
         case PFL_OP_CONV2D: {
@@ -390,6 +484,9 @@ void pfl_backward_top(pfl_workspace *ws, const float *params, const uint8_t *lab
             else if (din) memcpy(din, dout, sizeof(float) * (size_t)n);
             break;
         case PFL_OP_FLATTEN: break;
+        case PFL_OP_EMBED_MEAN:
+            pfl_embed_mean_backward(grads + w_off, dout, in, B, op->in_w, op->vocab, op->out_c, op->padding_idx);
+            break;
         }
     }
 }

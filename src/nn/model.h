@@ -24,7 +24,15 @@
 #define PFL_MAX_TENSORS 32
 #define PFL_MAX_LAYERS 16
 
-typedef enum { PFL_OP_CONV2D, PFL_OP_LINEAR, PFL_OP_RELU, PFL_OP_MAXPOOL2D, PFL_OP_DROPOUT, PFL_OP_FLATTEN } pfl_op_kind;
+typedef enum {
+    PFL_OP_CONV2D,
+    PFL_OP_LINEAR,
+    PFL_OP_RELU,
+    PFL_OP_MAXPOOL2D,
+    PFL_OP_DROPOUT,
+    PFL_OP_FLATTEN,
+    PFL_OP_EMBED_MEAN /* fastText: embedding of token ids averaged over the sequence (always the first op) */
+} pfl_op_kind;
 
 typedef struct {
     pfl_op_kind kind;
@@ -32,6 +40,7 @@ typedef struct {
     int out_c, out_h, out_w; /* per-sample output shape */
     int kernel, stride, pad; /* conv and pool */
     float drop_p;            /* dropout */
+    int vocab, padding_idx;  /* embed-mean: rows of the table, the padding row (-1: none) */
     int layer;               /* index in the layer table, -1 for no parameters */
 } pfl_op;
 
@@ -68,15 +77,27 @@ extern const char *const pfl_model_names;
 bool pfl_model_known(const char *name);
 
 /* Builds the architecture `name` ("cnn", "dnn", "mlp", "mnist-cnn",
- * "cifar-cnn", "tsdp-cnn"; docs/architecture.md lists them) for inputs of
+ * "cifar-cnn", "tsdp-cnn", "fasttext[:V[:D]]"; docs/architecture.md lists them) for inputs of
  * in_c x in_h x in_w and `classes` outputs. Returns 0, or -1 with a message. */
 int pfl_model_build(pfl_model *m, const char *name, int in_c, int in_h, int in_w, int classes);
+
+/* fastText: "fasttext" is "fasttext:32000:512", PFLlib's AG News setting
+ * (vocab_size 32000, feature_dim 512); "fasttext:V:D" sets the vocabulary
+ * (rows of the embedding, <pad> and <unk> included) and the embedding
+ * width. Built for 1 x 1 x L inputs (L token ids per sample). */
+#define PFL_FASTTEXT_VOCAB 32000
+#define PFL_FASTTEXT_DIM 512
+
+/* Rows of the model's embedding table (the vocabulary it reads), 0 for a
+ * model that reads images. */
+int pfl_model_vocab(const pfl_model *m);
 
 /* Floats per sample at the input. */
 static inline long pfl_model_input_size(const pfl_model *m) { return (long)m->in_c * m->in_h * m->in_w; }
 
 /* PyTorch's default initialization: weights and biases uniform in
- * +-1/sqrt(fan_in) (kaiming_uniform with a = sqrt(5) gives the same bound). */
+ * +-1/sqrt(fan_in) (kaiming_uniform with a = sqrt(5) gives the same bound);
+ * an embedding table standard normal with its padding row zero (nn.Embedding). */
 void pfl_model_init_params(const pfl_model *m, float *params, pfl_rng *rng);
 
 typedef struct pfl_workspace pfl_workspace;
@@ -104,6 +125,11 @@ void pfl_backward(pfl_workspace *ws, const float *params, const uint8_t *labels,
 /* Like pfl_backward, but only layers >= first_layer get gradients and the
  * ops below them are not visited (FedALA's weight learning, frozen bases). */
 void pfl_backward_top(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads, int first_layer);
+
+/* fasttext: the distinct embedding rows the last forward's tokens read
+ * (*rows points into the workspace); the gradient of every other row is
+ * exactly zero, so plain SGD need only visit these. 0 without an embedding. */
+int pfl_workspace_embedding_rows(const pfl_workspace *ws, const int **rows);
 
 /* Counts how many of the B samples the last forward classified correctly
  * (argmax of the logits, first maximum on ties, as torch.argmax). */
