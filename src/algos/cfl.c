@@ -96,7 +96,7 @@ static void cfl_destroy(pfl_fl *fl) {
 static int cfl_create(pfl_fl *fl) {
     const pfl_config *cfg = &fl->cfg;
     const int N = cfg->clients;
-    const size_t P = fl->model->num_params;
+    const size_t P = pfl_model_vector_len(fl->model); /* cluster models are whole vectors */
     if (cfg->join != 1.0) return pfl_err("cfl: --join %g: CFL needs every client every round (--join 1)", cfg->join);
     if (!(cfg->algo.cfl_eps1 >= 0.0f) || !(cfg->algo.cfl_eps2 >= 0.0f))
         return pfl_err("cfl: --cfl-eps1 and --cfl-eps2 must be >= 0");
@@ -104,6 +104,9 @@ static int cfl_create(pfl_fl *fl) {
     if (cfg->modules.ala || cfg->modules.flayer_agg || cfg->modules.flayer_mask)
         return pfl_err("cfl: --ala, --flayer-agg and --flayer-mask are not supported (CFL trains from its "
                        "cluster's model and needs the full updates)");
+    if (cfg->bn != PFL_BN_SHARED)
+        return pfl_err("cfl: --bn local and stats-local are not supported (CFL trains from its cluster's model, "
+                       "not the client's own)");
     pfl_cfl_state *s = pfl_calloc(1, sizeof *s);
     if (!(fl->algo_state = s)) return -1;
     s->eps1 = cfg->algo.cfl_eps1, s->eps2 = cfg->algo.cfl_eps2, s->warmup = cfg->algo.cfl_warmup;
@@ -120,12 +123,12 @@ static int cfl_create(pfl_fl *fl) {
 }
 
 static float *cluster_model(const pfl_fl *fl, const pfl_cfl_state *s, int c) {
-    return s->models + fl->model->num_params * (size_t)c;
+    return s->models + pfl_model_vector_len(fl->model) * (size_t)c;
 }
 
 static void cfl_local_init(pfl_fl *fl, int client, float *model) {
     const pfl_cfl_state *s = fl->algo_state;
-    memcpy(model, cluster_model(fl, s, s->cluster[client]), fl->model->num_params * sizeof(float));
+    memcpy(model, cluster_model(fl, s, s->cluster[client]), pfl_model_vector_len(fl->model) * sizeof(float));
 }
 
 static const float *cfl_personal_model(pfl_fl *fl, int client, float *scratch) {
@@ -186,12 +189,13 @@ static int split(pfl_fl *fl, pfl_cfl_state *s, const int *clients, float *const 
     }
     if (pfl_cfl_bipartition(labels, sim, m)) goto done;
     const int id = s->clusters;
-    if (!(grown = realloc(s->models, sizeof(float) * P * (size_t)(id + 1)))) {
+    const size_t V = pfl_model_vector_len(fl->model);
+    if (!(grown = realloc(s->models, sizeof(float) * V * (size_t)(id + 1)))) {
         pfl_err("out of memory");
         goto done;
     }
     s->models = grown;
-    memcpy(cluster_model(fl, s, id), cluster_model(fl, s, c), sizeof(float) * P);
+    memcpy(cluster_model(fl, s, id), cluster_model(fl, s, c), sizeof(float) * V);
     for (int a = 0; a < m; a++)
         if (labels[a]) s->cluster[clients[s->members[a]]] = id;
     s->splits[s->num_splits++] =
@@ -213,14 +217,17 @@ static void cluster_mean(pfl_fl *fl, pfl_cfl_state *s, const int *clients, float
     double total = 0.0;
     for (int a = 0; a < m; a++) total += fl->part->clients[clients[s->members[a]]].n_train;
     if (total <= 0.0) return;
-    for (int l = 0; l < mdl->num_layers; l++) {
-        const size_t off = mdl->layers[l].offset, len = mdl->layers[l].length;
-        memset(theta + off, 0, len * sizeof(float));
-        for (int a = 0; a < m; a++) {
-            const float weight = (float)(fl->part->clients[clients[s->members[a]]].n_train / total);
-            cblas_saxpy((int)len, weight, uploads[s->members[a]] + off, 1, theta + off, 1);
+    for (int l = 0; l < mdl->num_layers; l++)
+        for (int part = 0; part < 2; part++) { /* the parameters, then the running statistics */
+            const size_t off = part ? mdl->layers[l].state_offset : mdl->layers[l].offset;
+            const size_t len = part ? mdl->layers[l].state_length : mdl->layers[l].length;
+            if (len == 0) continue;
+            memset(theta + off, 0, len * sizeof(float));
+            for (int a = 0; a < m; a++) {
+                const float weight = (float)(fl->part->clients[clients[s->members[a]]].n_train / total);
+                cblas_saxpy((int)len, weight, uploads[s->members[a]] + off, 1, theta + off, 1);
+            }
         }
-    }
 }
 
 static void cfl_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {

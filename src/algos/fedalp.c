@@ -108,6 +108,9 @@ static int fedalp_create(pfl_fl *fl) {
     if (cfg->modules.ala || cfg->modules.flayer_agg || cfg->modules.flayer_mask)
         return pfl_err("fedalp: --ala, --flayer-agg and --flayer-mask are not supported (FedALP builds each "
                        "client's starting model from its group)");
+    if (cfg->bn != PFL_BN_SHARED)
+        return pfl_err("fedalp: --bn local and stats-local are not supported (FedALP builds each client's starting "
+                       "model from its group and the global model, not from the client's own)");
     pfl_fedalp_state *s = pfl_calloc(1, sizeof *s);
     if (!(fl->algo_state = s)) return -1;
     s->groups = M, s->beta = cfg->algo.beta;
@@ -139,12 +142,15 @@ static const float *start_model(pfl_fl *fl, int client, float *scratch) {
     const int m = s->clustered ? s->group[client] : -1;
     if (m < 0) return fl->global;
     pfl_fedalp_mix(scratch, fl->model, group_model(fl, s, m), fl->global, group_psi(fl, s, m));
+    /* group models hold parameters; the running statistics are the global ones */
+    const size_t P = fl->model->num_params;
+    memcpy(scratch + P, fl->global + P, fl->model->num_state * sizeof(float));
     return scratch;
 }
 
 static void fedalp_local_init(pfl_fl *fl, int client, float *model) {
     const float *from = start_model(fl, client, model);
-    if (from != model) memcpy(model, from, fl->model->num_params * sizeof(float));
+    if (from != model) memcpy(model, from, pfl_model_vector_len(fl->model) * sizeof(float));
 }
 
 static const float *fedalp_personal_model(pfl_fl *fl, int client, float *scratch) {

@@ -215,7 +215,9 @@ static void tsdp_receive(pfl_fl *fl, int client, const float *state, float *rece
     const pfl_fedtsdp_state *s = fl->algo_state;
     const size_t P = fl->model->num_params, end = s->shared_end;
     memcpy(received, s->models + P * (size_t)s->cluster[client], end * sizeof(float));
-    memcpy(received + end, state + end, (P - end) * sizeof(float));
+    /* the rest, BatchNorm running statistics included, is the client's own:
+     * the shared prefix covers trained parameters */
+    memcpy(received + end, state + end, (pfl_model_vector_len(fl->model) - end) * sizeof(float));
 }
 
 /* ---- stage one ---- */

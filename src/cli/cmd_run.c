@@ -23,6 +23,7 @@
 
 typedef struct {
     const char *algo, *data, *model, *partition, *data_dir, *out;
+    const char *bn; /* --bn */
     int clients, rounds, epochs, batch, eval_batch, threads, eval_every;
     double join, lr, momentum, weight_decay;
     uint64_t seed;
@@ -70,7 +71,9 @@ static int run_specs(run_options *o, arg_spec *specs) {
          "algorithm: fedavg, local, fedprox, fedper, fedrep, ditto, fedala, flayer, fedamp, pfedcfr, fedalp, pfedme, cfl, "
          "fedtsdp"},
         {"data", "data", ARG_STRING, &o->data, 0, 0, false, "NAME", "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews"},
-        {"model", "m", ARG_STRING, &o->model, 0, 0, false, "NAME", "model: cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn, fasttext[:VOCAB[:DIM]]"},
+        {"model", "m", ARG_STRING, &o->model, 0, 0, false, "NAME",
+         "model: cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn, resnet18, resnet18-cifar, alexnet, "
+         "fasttext[:VOCAB[:DIM]] (pfl model --model NAME prints its layers)"},
         {"partition", NULL, ARG_STRING, &o->partition, 0, 0, false, "P",
          "iid | pat[:K] | dir[:A[:MIN]] | onelabel[:TRAIN/TEST] | cfr[:K] (see README)"},
         {"clients", "nc", ARG_INT, &o->clients, 1, 1e7, false, "N", "number of clients"},
@@ -87,6 +90,9 @@ static int run_specs(run_options *o, arg_spec *specs) {
         {"eval-every", "eg", ARG_INT, &o->eval_every, 1, 1e7, false, "K",
          "evaluate every K rounds (and after the last)"},
         {"eval-batch", NULL, ARG_INT, &o->eval_batch, 1, 1e5, false, "B", "batch size for evaluation only"},
+        {"bn", NULL, ARG_STRING, &o->bn, 0, 0, false, "MODE",
+         "BatchNorm layers (resnet18*): shared (averaged, running statistics too) | local (FedBN: weight, bias and "
+         "statistics stay with each client) | stats-local (running statistics stay, as PFLlib)"},
         {"data-dir", NULL, ARG_STRING, &o->data_dir, 0, 0, false, "DIR", "data directory (env PFL_DATA)"},
         {"out", NULL, ARG_STRING, &o->out, 0, 0, false, "DIR", "write metrics.jsonl and summary.json here"},
         {"quiet", NULL, ARG_FLAG, &o->quiet, 0, 0, false, NULL, "no progress lines"},
@@ -203,6 +209,15 @@ static void default_options(run_options *o) {
     /* FedALA's defaults: p = 1 layer, s = 80%, eta = 1.0, threshold 0.1 */
     o->ala_p = 1, o->ala_s = 80, o->ala_eta = 1.0, o->ala_threshold = 0.1, o->ala_max_epochs = 100;
     o->data_dir = cli_default_data_dir();
+    o->bn = "shared";
+}
+
+static int parse_bn(const char *s, pfl_bn_mode *mode) {
+    if (!strcmp(s, "shared")) *mode = PFL_BN_SHARED;
+    else if (!strcmp(s, "local")) *mode = PFL_BN_LOCAL;
+    else if (!strcmp(s, "stats-local")) *mode = PFL_BN_STATS_LOCAL;
+    else return pfl_err("--bn '%s': expected shared, local or stats-local", s);
+    return 0;
 }
 
 /* ---- what the run reports ---- */
@@ -342,7 +357,7 @@ static void write_cfl_fields(FILE *f, const pfl_fl *fl) {
 
 static void write_summary_fields(FILE *f, const run_options *o, const pfl_fl *fl, const run_report *r) {
     char sha[65];
-    pfl_sha256_floats_hex(fl->global, fl->model->num_params, sha);
+    pfl_sha256_floats_hex(fl->global, pfl_model_vector_len(fl->model), sha); /* parameters and running statistics */
     fputs("{\n  \"algo\": ", f), pfl_json_string(f, o->algo);
     fputs(",\n  \"data\": ", f), pfl_json_string(f, o->data);
     fputs(",\n  \"model\": ", f), pfl_json_string(f, o->model);
@@ -352,6 +367,8 @@ static void write_summary_fields(FILE *f, const run_options *o, const pfl_fl *fl
     fprintf(f, ",\n  \"lr\": %g,\n  \"momentum\": %g,\n  \"weight_decay\": %g", o->lr, o->momentum, o->weight_decay);
     fprintf(f, ",\n  \"seed\": %llu,\n  \"threads\": %d,\n  \"eval_every\": %d,\n  \"params\": %zu",
             (unsigned long long)o->seed, o->threads, o->eval_every, fl->model->num_params);
+    fprintf(f, ",\n  \"state\": %zu", fl->model->num_state); /* BatchNorm running statistics */
+    if (fl->model->num_state) fputs(",\n  \"bn\": ", f), pfl_json_string(f, o->bn);
     const pfl_modules_config *mod = &fl->cfg.modules;
     fprintf(f, ",\n  \"modules\": {\"ala\": %s, \"flayer_agg\": %s, \"flayer_lr\": %s, \"flayer_mask\": %s, "
                "\"flayer_mask_literal\": %s}",
@@ -595,6 +612,8 @@ static int run_experiment(run_options *o, const arg_spec *specs, int num_specs, 
     o->flayer_mask |= o->flayer_mask_literal; /* the literal reading is a way of aggregating masks */
     if (!pfl_model_known(o->model))
         return pfl_err("--model: unknown model '%s' (choose from %s)", o->model, pfl_model_names);
+    pfl_bn_mode bn = PFL_BN_SHARED;
+    if (parse_bn(o->bn, &bn)) return -1;
     pfl_dataset data = {0};
     pfl_partition part = {0};
     pfl_model model;
@@ -646,6 +665,7 @@ static int run_experiment(run_options *o, const arg_spec *specs, int num_specs, 
     cfg.algo.tsdp_psi = (float)o->tsdp_psi, cfg.algo.tsdp_shared = o->tsdp_shared;
     cfg.algo.tsdp_hopkins_m = o->tsdp_hopkins_m;
     cfg.drop_rate = o->drop_rate;
+    cfg.bn = bn;
     if (pfl_fl_create(&fl, &cfg, &model, &data, &part, algo)) goto done;
     if (resume) {
         if (pfl_fl_load(&fl, resume) || load_report(resume, &report)) goto done;

@@ -45,17 +45,19 @@ static void worker_free(pfl_worker *w) {
 static int worker_init(pfl_worker *w, int id, const pfl_fl *fl) {
     memset(w, 0, sizeof *w);
     w->id = id;
-    const size_t P = fl->model->num_params;
+    /* model copies hold parameters and state (V); gradients and optimizer
+     * buffers the parameters only (P) */
+    const size_t P = fl->model->num_params, V = pfl_model_vector_len(fl->model);
     const int max_batch = fl->cfg.batch > fl->cfg.eval_batch ? fl->cfg.batch : fl->cfg.eval_batch;
     const size_t sample = (size_t)pfl_model_input_size(fl->model);
     w->ws = pfl_workspace_create(fl->model, max_batch);
-    if (!w->ws || !(w->model = pfl_malloc(P * sizeof(float))) || !(w->grads = pfl_malloc(P * sizeof(float))) ||
+    if (!w->ws || !(w->model = pfl_malloc(V * sizeof(float))) || !(w->grads = pfl_malloc(P * sizeof(float))) ||
         !(w->velocity = pfl_malloc(P * sizeof(float))) ||
         !(w->x = pfl_malloc((size_t)max_batch * sample * sizeof(float))) ||
         !(w->y = pfl_malloc((size_t)max_batch)) ||
         !(w->order = pfl_malloc(sizeof(int) * (size_t)largest_client(fl->part))) ||
-        !(w->received = pfl_malloc(P * sizeof(float))) || !(w->start = pfl_malloc(P * sizeof(float))) ||
-        !(w->aux = pfl_malloc(P * sizeof(float))) || !(w->aux_grads = pfl_malloc(P * sizeof(float)))) {
+        !(w->received = pfl_malloc(V * sizeof(float))) || !(w->start = pfl_malloc(V * sizeof(float))) ||
+        !(w->aux = pfl_malloc(V * sizeof(float))) || !(w->aux_grads = pfl_malloc(P * sizeof(float)))) {
         worker_free(w);
         return -1;
     }
@@ -96,7 +98,8 @@ static int clients_per_round(const pfl_config *cfg) {
 }
 
 static bool is_stateful(const pfl_fl *fl) {
-    return fl->algo->stateful || fl->cfg.modules.ala || fl->cfg.modules.flayer_agg;
+    return fl->algo->stateful || fl->cfg.modules.ala || fl->cfg.modules.flayer_agg ||
+           fl->cfg.bn != PFL_BN_SHARED; /* BatchNorm kept local lives in the clients' models */
 }
 
 /* Per-client state exists only where something needs it: local models for
@@ -104,14 +107,14 @@ static bool is_stateful(const pfl_fl *fl) {
  * upload flags with its mask. */
 static int create_client_state(pfl_fl *fl) {
     const int N = fl->cfg.clients;
-    const size_t P = fl->model->num_params;
+    const size_t P = fl->model->num_params, V = pfl_model_vector_len(fl->model);
     const pfl_modules_config *mod = &fl->cfg.modules;
     if (!(fl->shared = pfl_malloc(sizeof(bool) * (size_t)fl->model->num_layers))) return -1;
     for (int l = 0; l < fl->model->num_layers; l++) fl->shared[l] = true;
     if (!(fl->local_acc = pfl_calloc((size_t)N, sizeof(float)))) return -1;
     if (is_stateful(fl)) {
-        if (!(fl->client_models = pfl_malloc(sizeof(float) * P * (size_t)N))) return -1;
-        for (int c = 0; c < N; c++) memcpy(pfl_client_model(fl, c), fl->global, sizeof(float) * P);
+        if (!(fl->client_models = pfl_malloc(sizeof(float) * V * (size_t)N))) return -1;
+        for (int c = 0; c < N; c++) memcpy(pfl_client_model(fl, c), fl->global, sizeof(float) * V);
     }
     if (mod->ala) {
         pfl_ala_client *ala = pfl_calloc((size_t)N, sizeof *ala);
@@ -153,6 +156,9 @@ int pfl_fl_create(pfl_fl *fl, const pfl_config *cfg, const pfl_model *model, con
     mod->flayer_mask |= (algo->modules & PFL_MODULE_FLAYER_MASK) != 0;
     if (mod->ala && mod->flayer_agg)
         return pfl_err("--ala and --flayer-agg both initialize the local head; choose one");
+    if (cfg->bn != PFL_BN_SHARED && model->num_state == 0)
+        return pfl_err("--bn %s: model %s has no BatchNorm layers", cfg->bn == PFL_BN_LOCAL ? "local" : "stats-local",
+                       model->name);
     if (mod->ala && mod->ala_p > model->num_layers)
         return pfl_err("--ala-p %d: %s has only %d layers", mod->ala_p, model->name, model->num_layers);
     if (mod->flayer_agg && cfg->algo.head_layers >= model->num_layers)
@@ -161,7 +167,7 @@ int pfl_fl_create(pfl_fl *fl, const pfl_config *cfg, const pfl_model *model, con
     /* Parallelism is across clients; BLAS inside a worker stays on one thread
      * so results do not depend on how many threads exist. */
     openblas_set_num_threads(1);
-    fl->global = pfl_malloc(model->num_params * sizeof(float));
+    fl->global = pfl_malloc(pfl_model_vector_len(model) * sizeof(float));
     fl->num_workers = cfg->threads;
     fl->workers = pfl_calloc((size_t)fl->num_workers, sizeof *fl->workers);
     if (!fl->global || !fl->workers) goto fail;
@@ -171,6 +177,7 @@ int pfl_fl_create(pfl_fl *fl, const pfl_config *cfg, const pfl_model *model, con
         if (worker_init(&fl->workers[i], i, fl)) goto fail;
     if (create_client_state(fl)) goto fail;
     if (algo->create && algo->create(fl)) goto fail;
+    pfl_bn_mark_local(fl); /* FedBN: after the algorithm marked its own layers */
     return 0;
 fail:
     pfl_fl_destroy(fl);
@@ -306,9 +313,9 @@ static void order_by_work(const pfl_partition *part, const int *selected, int n,
  * (masked when the module is on), keep its state. */
 static void run_client(pfl_fl *fl, pfl_worker *w, int client, int slot, float *upload, pfl_train_stats *stats) {
     const pfl_algo *algo = fl->algo;
-    const size_t P = fl->model->num_params;
+    const size_t V = pfl_model_vector_len(fl->model);
     (algo->local_init ? algo->local_init : pfl_default_local_init)(fl, client, w->model);
-    if (fl->sent) memcpy(w->start, w->model, P * sizeof(float));
+    if (fl->sent) memcpy(w->start, w->model, V * sizeof(float));
     (algo->local_train ? algo->local_train : pfl_default_local_train)(fl, client, w, w->model, stats);
     if (stats->last_epoch_samples > 0)
         fl->local_acc[client] = (float)stats->last_epoch_correct / (float)stats->last_epoch_samples;
@@ -317,7 +324,7 @@ static void run_client(pfl_fl *fl, pfl_worker *w, int client, int slot, float *u
     if (fl->client_models) {
         float *state = pfl_client_model(fl, client);
         if (algo->finish) algo->finish(fl, client, w->model, state);
-        else memcpy(state, w->model, P * sizeof(float));
+        else memcpy(state, w->model, V * sizeof(float));
     }
 }
 
@@ -345,7 +352,7 @@ int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx) { return pfl_fl_run
 
 int pfl_fl_run_with(pfl_fl *fl, pfl_round_callback cb, pfl_after_round after, void *ctx) {
     const int N = fl->cfg.clients;
-    const size_t P = fl->model->num_params;
+    const size_t P = pfl_model_vector_len(fl->model); /* an upload is a whole model vector */
     int *selected = pfl_malloc(sizeof(int) * (size_t)N);
     int *dropped = pfl_malloc(sizeof(int) * (size_t)N);
     int *order = pfl_malloc(sizeof(int) * (size_t)N);

@@ -73,6 +73,14 @@ typedef struct {
     bool flayer_mask_literal; /* aggregate masked uploads as Eq. 9 reads: unsent elements count as 0 */
 } pfl_modules_config;
 
+/* What happens to BatchNorm layers at aggregation (--bn). */
+typedef enum {
+    PFL_BN_SHARED = 0,    /* averaged like every other layer: weight, bias and running statistics */
+    PFL_BN_LOCAL,         /* FedBN: weight, bias and running statistics never leave the client */
+    PFL_BN_STATS_LOCAL,   /* weight and bias averaged, running statistics kept by each client (PFLlib, which
+                           * copies only parameters(), behaves so) */
+} pfl_bn_mode;
+
 typedef struct {
     int clients;          /* N */
     double join;          /* fraction of clients per round, (0, 1] */
@@ -88,21 +96,25 @@ typedef struct {
     double drop_rate;     /* each selected client drops out with this probability, in [0, 1) */
     pfl_algo_params algo;
     pfl_modules_config modules;
+    pfl_bn_mode bn;       /* BatchNorm layers shared or kept local (models with BatchNorm) */
 } pfl_config;
 
-/* Everything a worker thread owns while it runs one client. */
+/* Everything a worker thread owns while it runs one client. Models are
+ * whole model vectors, pfl_model_vector_len floats (parameters, then
+ * BatchNorm running statistics); gradients and optimizer buffers cover the
+ * num_params parameters only. */
 typedef struct {
     int id;
     pfl_workspace *ws;
-    float *model;         /* the client model being trained (num_params) */
+    float *model;         /* the client model being trained (vector) */
     float *grads;         /* num_params */
     float *velocity;      /* num_params, momentum buffer, reset per client per round */
     float *x;             /* batch inputs (max batch x sample size) */
     uint8_t *y;           /* batch labels */
     int *order;           /* a client's sample order (largest client) */
-    float *received;      /* num_params: the model a client builds from the global one */
-    float *start;         /* num_params: the model local training started from (upload masks) */
-    float *aux;           /* num_params: scratch for algorithms and modules */
+    float *received;      /* vector: the model a client builds from the global one */
+    float *start;         /* vector: the model local training started from (upload masks) */
+    float *aux;           /* vector: scratch for algorithms and modules */
     float *aux_grads;     /* num_params: scratch gradients for algorithms and modules */
 } pfl_worker;
 
@@ -172,12 +184,12 @@ struct pfl_algo {
     /* Stateful only, after training: updates the client's state (default:
      * state = trained model). */
     void (*finish)(pfl_fl *fl, int client, const float *model, float *state);
-    /* Writes what the client sends to the server into `upload` (num_params). */
+    /* Writes what the client sends to the server into `upload` (a model vector). */
     void (*upload)(pfl_fl *fl, int client, const float *model, float *upload);
     /* Combines the round's uploads (default: pfl_default_aggregate). */
     void (*aggregate)(pfl_fl *fl, const int *clients, int n, float *const *uploads);
     /* The client's personalized model for evaluation: returns a pointer to
-     * its parameters, using `scratch` (num_params) if it must build them
+     * its model vector, using `scratch` (a model vector) if it must build it
      * (default: its state when stateful, else the global model). */
     const float *(*personal_model)(pfl_fl *fl, int client, float *scratch);
     /* FedTSDP: optional extra output. PFL_REPORT_METRICS: JSON fields, each
@@ -201,13 +213,14 @@ struct pfl_fl {
     const pfl_dataset *data;
     const pfl_partition *part;
     const pfl_algo *algo;
-    float *global;        /* the global model (num_params) */
+    float *global;        /* the global model (a whole model vector) */
     void *algo_state;     /* owned by the algorithm */
     int round;            /* 1..R while training, 0 before */
     int num_workers;
     pfl_worker *workers;
-    float *client_models; /* clients x num_params when stateful, else NULL */
-    bool *shared;         /* per layer: aggregated by the server (default all) */
+    float *client_models; /* clients x model vector when stateful, else NULL */
+    bool *shared;         /* per layer: aggregated by the server (default all); a layer not shared
+                           * keeps its running statistics local too */
     uint8_t **sent;       /* per upload slot, num_params flags, when the upload mask is on */
     float *local_acc;     /* per client: training accuracy of its last local epoch (FLAYER's A) */
     void *modules_state;  /* ALA weights, per client */
@@ -293,6 +306,22 @@ void pfl_default_upload(pfl_fl *fl, int client, const float *model, float *uploa
  * it, or keeps its previous global value when none did (or, with
  * flayer_mask_literal, the plain weighted mean with unsent elements as 0). */
 void pfl_default_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads);
+
+/* ---- BatchNorm state (--bn) ---- */
+
+/* True when the server averages layer l's running statistics: the layer is
+ * shared and --bn is `shared`. */
+bool pfl_state_shared(const pfl_fl *fl, int l);
+/* The weighted mean (by training samples, as the parameters) of the
+ * uploads' running statistics into the global model, for the layers whose
+ * statistics are shared; pfl_default_aggregate calls it. */
+void pfl_aggregate_state(pfl_fl *fl, const int *clients, int n, float *const *uploads);
+/* --bn local: marks every BatchNorm layer not shared (pfl_fl_create calls it). */
+void pfl_bn_mark_local(pfl_fl *fl);
+/* What a client keeps of its own model when it builds one from the global
+ * model: copies from `own` into `received` the running statistics that are
+ * not shared and, with --bn local, the BatchNorm weights and biases. */
+void pfl_keep_local_bn(const pfl_fl *fl, const float *own, float *received);
 const float *pfl_default_personal_model(pfl_fl *fl, int client, float *scratch);
 
 /* Broadcast: client `client` receives the global model and builds its state

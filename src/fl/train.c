@@ -109,6 +109,9 @@ void pfl_local_sgd(pfl_fl *fl, int client, pfl_worker *w, float *model, const pf
             pfl_dataset_gather(fl->data, w->order + start, B, w->x, w->y);
             memset(w->grads + dense_from, 0, (P - dense_from) * sizeof(float));
             float loss = pfl_forward_loss(w->ws, model, w->x, w->y, B, true, &dropout);
+            /* BatchNorm's running statistics move with every training batch,
+             * frozen layers included, as in PyTorch's train mode */
+            pfl_update_running_stats(w->ws, model);
             if (last_epoch) {
                 stats->last_epoch_correct += pfl_count_correct(w->ws, w->y, B);
                 stats->last_epoch_samples += B;
