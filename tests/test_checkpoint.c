@@ -9,10 +9,13 @@
  *    through equal R/2 rounds, a checkpoint, a fresh federation loaded from
  *    it and the remaining rounds: the same metrics every round and the same
  *    final state, byte for byte (two checkpoints of the final states agree);
- *    also with --drop-rate;
+ *    also with --drop-rate; and every algorithm again on a model with
+ *    BatchNorm, whose running statistics follow the parameters in every
+ *    saved model (--bn shared, local and stats-local, with dropouts);
  *  - --drop-rate: the draws are keyed by (seed, round, client) and near the
  *    rate; the aggregate of a round with drops is the weighted mean of the
- *    clients that arrived, computed here by hand; a round where every client
+ *    clients that arrived, computed here by hand, BatchNorm's running
+ *    statistics too (or kept, per --bn); a round where every client
  *    drops keeps the global model; a dropped client's state does not change;
  *    FedTSDP re-clusters the clients that arrived and keeps each former
  *    cluster of the missing ones with its model; FedALP clusters in the first
@@ -191,6 +194,7 @@ typedef struct {
     const pfl_algo *algo;
     pfl_config cfg;
     int public_samples; /* FedTSDP: samples after the clients' */
+    bool batchnorm;     /* the BatchNorm model (bn_model) instead of the dnn */
 } resume_case;
 
 enum { CLIENTS = 4, ROUNDS = 6, STOP = 3, MAX_ROUNDS = 16 };
@@ -225,11 +229,24 @@ typedef struct {
     pfl_fl fl;
 } fed;
 
+/* Conv-BN-ReLU-AvgPool-Linear on the 1x4x4 images: a model vector with
+ * running statistics (8 floats) after its parameters. */
+static int bn_model(pfl_model *m) {
+    return pfl_model_begin(m, "bn-tiny", 1, 4, 4, 3) || pfl_model_conv(m, "conv1", 4, 3, 1, 1, false) ||
+                   pfl_model_batchnorm(m, "bn1") || pfl_model_relu(m) || pfl_model_avgpool(m) ||
+                   pfl_model_linear(m, "fc", 3) || pfl_model_finish(m)
+               ? -1
+               : 0;
+}
+
 static void fed_start(fed *f, const resume_case *c) {
     memset(f, 0, sizeof *f);
     int total = 0;
     for (int k = 0; k < CLIENTS; k++) total += n_train[k] + n_test[k];
-    if (pfl_model_build(&f->m, "dnn", 1, 4, 4, 3)) exit(2);
+    if (c->batchnorm ? bn_model(&f->m) : pfl_model_build(&f->m, "dnn", 1, 4, 4, 3)) {
+        fprintf(stderr, "%s: model: %s\n", c->label, pfl_errmsg());
+        exit(2);
+    }
     f->d = tiny_dataset(total + c->public_samples, 1, 4, 4, 3, 5);
     f->part = tiny_partition(CLIENTS, n_train, n_test);
     if (pfl_fl_create(&f->fl, &c->cfg, &f->m, &f->d, &f->part, c->algo)) {
@@ -263,6 +280,26 @@ static bool same_metrics(const pfl_round_metrics *a, const pfl_round_metrics *b)
         if (!(x[i] == y[i] || (isnan(x[i]) && isnan(y[i])))) return false;
     return a->train_samples == b->train_samples && a->selected == b->selected && a->dropped == b->dropped &&
            a->evaluated == b->evaluated;
+}
+
+/* The running statistics the final checkpoints hold are not their initial
+ * values (mean 0, variance 1): in the global model, or with --bn local and
+ * stats-local in the clients' models. Otherwise the byte comparison of
+ * check_resume would say nothing about them. */
+static void check_state_moved(const resume_case *c, const fed *f) {
+    const pfl_model *m = &f->m;
+    const size_t V = pfl_model_vector_len(m);
+    float *init = tiny_floats(V);
+    pfl_rng r = tiny_rng(1);
+    pfl_model_init_params(m, init, &r);
+    const int copies = f->fl.client_models ? 1 + c->cfg.clients : 1;
+    size_t moved = 0;
+    for (int k = 0; k < copies; k++) {
+        const float *v = k == 0 ? f->fl.global : pfl_client_model(&f->fl, k - 1);
+        moved += tiny_count_diff(v, init, m->num_params, m->num_state);
+    }
+    CHECK(moved > 0, "%s: no running statistics moved", c->label);
+    free(init);
 }
 
 static void check_resume(const resume_case *c) {
@@ -302,8 +339,9 @@ static void check_resume(const resume_case *c) {
               "%s: round %d: local %.6f / %.6f, global %.6f / %.6f, loss %.6f / %.6f", c->label, k,
               straight.m[k].local_acc, resumed.m[k].local_acc, straight.m[k].global_acc, resumed.m[k].global_acc,
               straight.m[k].train_loss, resumed.m[k].train_loss);
-    const size_t P = a.m.num_params;
-    CHECK(memcmp(a.fl.global, r.fl.global, P * sizeof(float)) == 0, "%s: global models differ", c->label);
+    const size_t V = pfl_model_vector_len(&a.m);
+    CHECK(memcmp(a.fl.global, r.fl.global, V * sizeof(float)) == 0, "%s: global models differ", c->label);
+    if (a.m.num_state) check_state_moved(c, &a);
     long na, nb;
     unsigned char *fa = read_file(final_a, &na), *fb = read_file(final_b, &nb);
     CHECK(na > 0 && na == nb && memcmp(fa, fb, (size_t)na) == 0, "%s: final states differ (%ld / %ld bytes)", c->label,
@@ -318,7 +356,7 @@ static void check_resume(const resume_case *c) {
 }
 
 static resume_case make_case(const char *label, const pfl_algo *algo) {
-    resume_case c = {label, algo, tiny_config(CLIENTS), 0};
+    resume_case c = {label, algo, tiny_config(CLIENTS), 0, false};
     c.cfg.rounds = ROUNDS, c.cfg.join = 0.75, c.cfg.eval_every = 2, c.cfg.threads = 2, c.cfg.momentum = 0.5f;
     pfl_algo_params *a = &c.cfg.algo;
     a->mu = 0.01f, a->lambda = 0.1f;
@@ -357,6 +395,37 @@ static void test_resume_every_algorithm(void) {
         snprintf(label, sizeof label, "%s --drop-rate 0.3", dropping[i]->name);
         c = make_case(label, dropping[i]);
         c.cfg.drop_rate = 0.3;
+        check_resume(&c);
+    }
+}
+
+/* Every algorithm on the BatchNorm model: checkpoints hold whole model
+ * vectors (global, clients', FedAMP's u_i, CFL's cluster models), so a
+ * resumed run normalizes with the same running statistics; the statistics
+ * kept by the clients (--bn local, stats-local) resume too, also when
+ * clients drop out. */
+static void test_resume_batchnorm(void) {
+    char label[80];
+    for (int i = 0; pfl_algos[i]; i++) {
+        snprintf(label, sizeof label, "%s, BatchNorm model", pfl_algos[i]->name);
+        resume_case c = make_case(label, pfl_algos[i]);
+        c.batchnorm = true;
+        check_resume(&c);
+    }
+    /* kept by the clients (pFedMe, CFL and FedALP refuse it): the default
+     * round, FedAMP's u_i, FedTSDP's receive, ALA's and FedPer's and
+     * pFedCFR's own mixes of the global model and the client's */
+    const struct {
+        const pfl_algo *algo;
+        pfl_bn_mode mode;
+    } kept[] = {{&pfl_algo_fedavg, PFL_BN_LOCAL},        {&pfl_algo_fedamp, PFL_BN_LOCAL},
+                {&pfl_algo_fedtsdp, PFL_BN_LOCAL},       {&pfl_algo_fedala, PFL_BN_STATS_LOCAL},
+                {&pfl_algo_fedper, PFL_BN_STATS_LOCAL},  {&pfl_algo_pfedcfr, PFL_BN_STATS_LOCAL}};
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
+        snprintf(label, sizeof label, "%s --bn %s --drop-rate 0.3", kept[i].algo->name,
+                 kept[i].mode == PFL_BN_LOCAL ? "local" : "stats-local");
+        resume_case c = make_case(label, kept[i].algo);
+        c.batchnorm = true, c.cfg.bn = kept[i].mode, c.cfg.drop_rate = 0.3;
         check_resume(&c);
     }
 }
@@ -483,6 +552,74 @@ static void test_drop_aggregate_by_hand(void) {
     for (int c = 0; c < CLIENTS; c++) free(trained[c]);
     free(initial);
     tiny_fed_free(&f);
+}
+
+/* --drop-rate with --bn: on the BatchNorm model the running statistics
+ * are averaged over the clients that arrived like the parameters (--bn
+ * shared), or stay where they are: the global model keeps its own and each
+ * client its own, the trained ones for the arrived clients and the initial
+ * ones for those that dropped (--bn local, stats-local; local keeps bn1's
+ * weight and bias out of the average too). Computed by hand as above. */
+static void test_drop_aggregate_batchnorm(pfl_bn_mode mode) {
+    resume_case c = make_case(mode == PFL_BN_SHARED ? "bn shared" : mode == PFL_BN_LOCAL ? "bn local" : "bn stats-local",
+                              &pfl_algo_fedavg);
+    c.batchnorm = true, c.cfg.bn = mode, c.cfg.join = 1.0, c.cfg.rounds = 1, c.cfg.drop_rate = 0.5;
+    c.cfg.seed = seed_dropping(c.cfg, CLIENTS, 1, 2);
+    CHECK(c.cfg.seed != 0, "no seed drops 1 or 2 of 4 clients");
+    int clients[CLIENTS] = {0, 1, 2, 3}, dropped[CLIENTS], n_dropped;
+    const int n = pfl_drop_clients(&c.cfg, 1, clients, CLIENTS, dropped, &n_dropped);
+    fed f;
+    fed_start(&f, &c);
+    pfl_fl *fl = &f.fl;
+    const pfl_model *m = &f.m;
+    const size_t V = pfl_model_vector_len(m);
+    const pfl_layer *bn = &m->layers[1];
+    CHECK(bn->state_length == 8 && m->num_state == 8, "%s: bn1 has %zu state floats", c.label, bn->state_length);
+    float *initial = tiny_floats(V), *trained[CLIENTS];
+    memcpy(initial, fl->global, V * sizeof(float));
+    fl->round = 1;
+    for (int k = 0; k < CLIENTS; k++) {
+        trained[k] = tiny_floats(V);
+        memcpy(trained[k], initial, V * sizeof(float));
+        pfl_train_stats st = {0};
+        pfl_default_local_train(fl, k, &fl->workers[0], trained[k], &st);
+    }
+    fl->round = 0;
+    CHECK(tiny_count_diff(trained[clients[0]], initial, bn->state_offset, bn->state_length) > 0,
+          "%s: training did not move the running statistics", c.label);
+    double total = 0.0;
+    for (int k = 0; k < n; k++) total += n_train[clients[k]];
+    CHECK(pfl_fl_run(fl, NULL, NULL) == 0, "%s: run: %s", c.label, pfl_errmsg());
+    /* the global model: per span, the arrived clients' weighted mean or its initial values */
+    const bool params_shared = mode != PFL_BN_LOCAL, state_shared = mode == PFL_BN_SHARED;
+    double worst = 0.0;
+    size_t kept_wrong = 0;
+    for (size_t j = 0; j < V; j++) {
+        const bool is_state = j >= m->num_params, in_bn = (j >= bn->offset && j < bn->offset + bn->length) || is_state;
+        if (in_bn && !(is_state ? state_shared : params_shared)) {
+            kept_wrong += memcmp(&fl->global[j], &initial[j], sizeof(float)) != 0;
+            continue;
+        }
+        double want = 0.0;
+        for (int k = 0; k < n; k++) want += n_train[clients[k]] / total * trained[clients[k]][j];
+        worst = fmax(worst, fabs(fl->global[j] - want) / fmax(1.0, fabs(want)));
+    }
+    CHECK(worst < 1e-6, "%s: global off the arrived clients' weighted mean by %g", c.label, worst);
+    CHECK(kept_wrong == 0, "%s: %zu values of the global model's local BatchNorm changed", c.label, kept_wrong);
+    /* the clients' own BatchNorm after the broadcast */
+    for (int k = 0; k < CLIENTS && !state_shared; k++) {
+        bool arrived = false;
+        for (int i = 0; i < n; i++) arrived |= clients[i] == k;
+        const float *own = pfl_client_model(fl, k), *want = arrived ? trained[k] : initial;
+        CHECK(tiny_same(own, want, bn->state_offset, bn->state_length), "%s: client %d (%s): running statistics",
+              c.label, k, arrived ? "arrived" : "dropped");
+        if (mode == PFL_BN_LOCAL)
+            CHECK(tiny_same(own, want, bn->offset, bn->length), "%s: client %d (%s): bn1 weight and bias", c.label, k,
+                  arrived ? "arrived" : "dropped");
+    }
+    for (int k = 0; k < CLIENTS; k++) free(trained[k]);
+    free(initial);
+    fed_free(&f);
 }
 
 static void test_everyone_drops(void) {
@@ -624,9 +761,11 @@ int main(void) {
     test_container_roundtrip();
     test_container_refuses();
     test_resume_every_algorithm();
+    test_resume_batchnorm();
     test_load_refuses_other_runs();
     test_drop_draws();
     test_drop_aggregate_by_hand();
+    for (int mode = PFL_BN_SHARED; mode <= PFL_BN_STATS_LOCAL; mode++) test_drop_aggregate_batchnorm((pfl_bn_mode)mode);
     test_everyone_drops();
     test_dropped_state_kept();
     test_fedtsdp_missing_clients();

@@ -252,6 +252,7 @@ static void cfl_aggregate(pfl_fl *fl, const int *clients, int n, float *const *u
 static int cfl_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
     const pfl_cfl_state *s = fl->algo_state;
     const int N = fl->cfg.clients;
+    const size_t V = pfl_model_vector_len(fl->model); /* cluster models are whole vectors */
     int *split_ints = pfl_malloc(sizeof(int) * 4 * (size_t)(s->num_splits + 1));
     double *split_norms = pfl_malloc(sizeof(double) * 2 * (size_t)(s->num_splits + 1));
     int rc = -1;
@@ -263,7 +264,7 @@ static int cfl_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
         split_norms[2 * k] = p->mean_norm, split_norms[2 * k + 1] = p->max_norm;
     }
     rc = pfl_ckpt_put_int(w, "cfl.clusters", s->clusters) || pfl_ckpt_put_i32(w, "cfl.cluster", s->cluster, (size_t)N) ||
-                 pfl_ckpt_put_f32(w, "cfl.models", s->models, fl->model->num_params * (size_t)s->clusters) ||
+                 pfl_ckpt_put_f32(w, "cfl.models", s->models, V * (size_t)s->clusters) ||
                  pfl_ckpt_put_f64(w, "cfl.mean_norm", s->mean_norm, (size_t)N) ||
                  pfl_ckpt_put_f64(w, "cfl.max_norm", s->max_norm, (size_t)N) ||
                  pfl_ckpt_put_int(w, "cfl.num_splits", s->num_splits) ||
@@ -280,14 +281,14 @@ done:
 static int cfl_load(pfl_fl *fl, pfl_ckpt_reader *r) {
     pfl_cfl_state *s = fl->algo_state;
     const int N = fl->cfg.clients;
-    const size_t P = fl->model->num_params;
+    const size_t V = pfl_model_vector_len(fl->model); /* cluster models are whole vectors */
     int64_t clusters, num_splits;
     if (pfl_ckpt_get_int(r, "cfl.clusters", &clusters) || pfl_ckpt_get_int(r, "cfl.num_splits", &num_splits)) return -1;
     /* every split adds one cluster, and there are at most N clusters */
     if (clusters < 1 || clusters > N || num_splits != clusters - 1)
         return pfl_err("%s: cfl: %lld clusters after %lld splits (of %d clients)", r->path, (long long)clusters,
                        (long long)num_splits, N);
-    float *models = realloc(s->models, sizeof(float) * P * (size_t)clusters);
+    float *models = realloc(s->models, sizeof(float) * V * (size_t)clusters);
     if (!models) return pfl_err("out of memory");
     s->models = models;
     s->clusters = (int)clusters, s->num_splits = (int)num_splits;
@@ -295,7 +296,7 @@ static int cfl_load(pfl_fl *fl, pfl_ckpt_reader *r) {
     double *split_norms = pfl_malloc(sizeof(double) * 2 * (size_t)(num_splits + 1));
     int rc = -1;
     if (!split_ints || !split_norms || pfl_ckpt_get_i32(r, "cfl.cluster", s->cluster, (size_t)N) ||
-        pfl_ckpt_get_f32(r, "cfl.models", s->models, P * (size_t)clusters) ||
+        pfl_ckpt_get_f32(r, "cfl.models", s->models, V * (size_t)clusters) ||
         pfl_ckpt_get_f64(r, "cfl.mean_norm", s->mean_norm, (size_t)N) ||
         pfl_ckpt_get_f64(r, "cfl.max_norm", s->max_norm, (size_t)N) ||
         pfl_ckpt_get_i32(r, "cfl.split_ids", split_ints, 4 * (size_t)num_splits) ||

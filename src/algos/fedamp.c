@@ -77,16 +77,16 @@ static void fedamp_aggregate(pfl_fl *fl, const int *clients, int n, float *const
     pfl_amp_warn_rescaled(fl, &s->warned, "fedamp", rescaled);
 }
 
-/* Checkpoints: the cloud models u_i, and whether the warning was given. */
+/* Checkpoints: the cloud models u_i (whole vectors), and whether the warning was given. */
 static int fedamp_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
     const fedamp_state *s = fl->algo_state;
-    const size_t n = fl->model->num_params * (size_t)fl->cfg.clients;
+    const size_t n = pfl_model_vector_len(fl->model) * (size_t)fl->cfg.clients;
     return pfl_ckpt_put_f32(w, "fedamp.u", s->u, n) || pfl_ckpt_put_bool(w, "fedamp.warned", &s->warned, 1) ? -1 : 0;
 }
 
 static int fedamp_load(pfl_fl *fl, pfl_ckpt_reader *r) {
     fedamp_state *s = fl->algo_state;
-    const size_t n = fl->model->num_params * (size_t)fl->cfg.clients;
+    const size_t n = pfl_model_vector_len(fl->model) * (size_t)fl->cfg.clients;
     return pfl_ckpt_get_f32(r, "fedamp.u", s->u, n) || pfl_ckpt_get_bool(r, "fedamp.warned", &s->warned, 1) ? -1 : 0;
 }
 

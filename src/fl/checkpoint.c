@@ -98,7 +98,8 @@ static int load_ala(pfl_fl *fl, pfl_ckpt_reader *r) {
 /* ---- the run ---- */
 
 int pfl_fl_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
-    const size_t P = fl->model->num_params, N = (size_t)fl->cfg.clients;
+    /* models are whole vectors: parameters, then BatchNorm running statistics */
+    const size_t V = pfl_model_vector_len(fl->model), N = (size_t)fl->cfg.clients;
     int shape[SHAPE_LEN];
     uint8_t digest[32];
     federation_shape(fl, shape);
@@ -106,11 +107,11 @@ int pfl_fl_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
     if (pfl_ckpt_put(w, "fl.algo", fl->algo->name, strlen(fl->algo->name)) ||
         pfl_ckpt_put_i32(w, "fl.shape", shape, SHAPE_LEN) || pfl_ckpt_put(w, "fl.partition_sha256", digest, 32) ||
         pfl_ckpt_put_int(w, "fl.round", fl->round) || pfl_ckpt_put_double(w, "fl.train_seconds", fl->train_seconds) ||
-        pfl_ckpt_put_int(w, "fl.train_samples", fl->train_samples) || pfl_ckpt_put_f32(w, "fl.global", fl->global, P) ||
+        pfl_ckpt_put_int(w, "fl.train_samples", fl->train_samples) || pfl_ckpt_put_f32(w, "fl.global", fl->global, V) ||
         pfl_ckpt_put_bool(w, "fl.shared", fl->shared, (size_t)fl->model->num_layers) ||
         pfl_ckpt_put_f32(w, "fl.local_acc", fl->local_acc, N))
         return -1;
-    if (fl->client_models && pfl_ckpt_put_f32(w, "fl.client_models", fl->client_models, P * N)) return -1;
+    if (fl->client_models && pfl_ckpt_put_f32(w, "fl.client_models", fl->client_models, V * N)) return -1;
     if (fl->cfg.modules.ala && save_ala(fl, w)) return -1;
     if (fl->algo->save && fl->algo->save(fl, w)) return -1;
     return 0;
@@ -143,7 +144,7 @@ static int check_same_run(const pfl_fl *fl, pfl_ckpt_reader *r) {
 }
 
 int pfl_fl_load(pfl_fl *fl, pfl_ckpt_reader *r) {
-    const size_t P = fl->model->num_params, N = (size_t)fl->cfg.clients;
+    const size_t V = pfl_model_vector_len(fl->model), N = (size_t)fl->cfg.clients;
     if (check_same_run(fl, r)) return -1;
     int64_t round, samples;
     if (pfl_ckpt_get_int(r, "fl.round", &round) || pfl_ckpt_get_int(r, "fl.train_samples", &samples) ||
@@ -152,11 +153,11 @@ int pfl_fl_load(pfl_fl *fl, pfl_ckpt_reader *r) {
     if (round < 0 || round > fl->cfg.rounds)
         return pfl_err("%s: round %lld is outside this run's 0..%d", r->path, (long long)round, fl->cfg.rounds);
     fl->round = (int)round, fl->train_samples = (long)samples;
-    if (pfl_ckpt_get_f32(r, "fl.global", fl->global, P) ||
+    if (pfl_ckpt_get_f32(r, "fl.global", fl->global, V) ||
         pfl_ckpt_get_bool(r, "fl.shared", fl->shared, (size_t)fl->model->num_layers) ||
         pfl_ckpt_get_f32(r, "fl.local_acc", fl->local_acc, N))
         return -1;
-    if (fl->client_models && pfl_ckpt_get_f32(r, "fl.client_models", fl->client_models, P * N)) return -1;
+    if (fl->client_models && pfl_ckpt_get_f32(r, "fl.client_models", fl->client_models, V * N)) return -1;
     if (fl->cfg.modules.ala && load_ala(fl, r)) return -1;
     if (fl->algo->load && fl->algo->load(fl, r)) return -1;
     return 0;

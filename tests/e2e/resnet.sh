@@ -2,7 +2,8 @@
 # table PyTorch's model has; FedAvg with resnet18 (torchvision's stem, what
 # PFLlib trains on CIFAR-10) on 200 CIFAR-10 training samples over 2 clients
 # lowers the training loss round after round and gives the same model on 1
-# and 2 threads; FedBN (--bn local) runs. Needs CIFAR-10 (skipped without it)
+# and 2 threads; FedBN (--bn local) runs, and stopped after round 1 and
+# resumed (pfl resume) ends as the uninterrupted run. Needs CIFAR-10 (skipped without it)
 # and is skipped under the sanitizers (a resnet step is slow there); the
 # table and flag checks run everywhere.
 . tests/e2e/lib.sh
@@ -43,6 +44,17 @@ s1=$(json_field global_model_sha256 "$TMP/t1/summary.json") s2=$(json_field glob
 [ -n "$s1" ] && [ "$s1" = "$s2" ] && pass "resnet18: same model on 1 and 2 threads" || fail "threads: $s1 vs $s2"
 [ "$(json_field state "$TMP/t1/summary.json")" = 9600 ] && [ "$(json_field bn "$TMP/t1/summary.json")" = shared ] &&
     pass "summary: state 9600, bn shared" || fail "summary state/bn fields"
-"$PFL" run "${common[@]}" --rounds 1 --bn local --out "$TMP/fedbn" || fail "--bn local run failed"
+"$PFL" run "${common[@]}" --rounds 2 --bn local --out "$TMP/fedbn" || fail "--bn local run failed"
 [ "$(json_field bn "$TMP/fedbn/summary.json")" = local ] && pass "FedBN (--bn local) runs" || fail "fedbn summary"
+# FedBN stopped after round 1 and resumed: the checkpoint holds the clients'
+# own BatchNorm (running statistics included) and the flags --bn local
+"$PFL" run "${common[@]}" --rounds 2 --bn local --checkpoint-every 1 --stop-after 1 --out "$TMP/fedbn_part" ||
+    fail "stopped --bn local run failed"
+"$PFL" resume "$TMP/fedbn_part" --threads 1 --quiet || fail "resuming the --bn local run failed"
+strip_metrics() { sed -E 's/"(seconds|eval_seconds)":[^,}]*//g' "$1"; }
+[ "$(json_field bn "$TMP/fedbn_part/summary.json")" = local ] &&
+    [ "$(json_field global_model_sha256 "$TMP/fedbn/summary.json")" = "$(json_field global_model_sha256 "$TMP/fedbn_part/summary.json")" ] &&
+    [ "$(strip_metrics "$TMP/fedbn/metrics.jsonl")" = "$(strip_metrics "$TMP/fedbn_part/metrics.jsonl")" ] &&
+    pass "FedBN resumed after round 1: same fingerprint and metrics as the uninterrupted run" ||
+    fail "FedBN resumed: $(diff <(strip_metrics "$TMP/fedbn/metrics.jsonl") <(strip_metrics "$TMP/fedbn_part/metrics.jsonl"))"
 finish
