@@ -21,9 +21,9 @@ typedef struct {
 
 static const char model_usage[] =
     "Usage: pfl model --model NAME [--data D | --input CxHxW --classes K] [--tensors]\n\n"
-    "Prints the layer table of a model built for a dataset's images (default: --data cifar10) or\n"
-    "for an explicit input shape: index, name, parameters and offset of each layer in the model\n"
-    "vector, and the BatchNorm running statistics kept beside the parameters.";
+    "Prints the layer table of a model built for a dataset's inputs (default: --data cifar10;\n"
+    "agnews for fasttext) or for an explicit input shape: index, name, parameters and offset of\n"
+    "each layer in the model vector, and the BatchNorm running statistics kept beside the parameters.";
 
 /* Input shapes of the datasets pfl knows, so that printing a table needs no
  * data on disk; a dataset missing here is loaded to learn its shape. */
@@ -33,7 +33,7 @@ static const struct {
 } known_shapes[] = {
     {"mnist", 1, 28, 28, 10},     {"fmnist", 1, 28, 28, 10},       {"cifar10", 3, 32, 32, 10},
     {"cifar100", 3, 32, 32, 100}, {"cifar100-coarse", 3, 32, 32, 20}, {"svhn", 3, 32, 32, 10},
-    {"tinyimagenet", 3, 64, 64, 200},
+    {"tinyimagenet", 3, 64, 64, 200}, {"agnews", 1, 1, PFL_TEXT_MAX_LEN, 4}, /* token ids */
 };
 
 static int input_shape(const model_options *o, int *c, int *h, int *w, int *classes) {
@@ -45,7 +45,8 @@ static int input_shape(const model_options *o, int *c, int *h, int *w, int *clas
         *classes = o->classes;
         return 0;
     }
-    const char *name = o->data ? o->data : "cifar10";
+    /* a model that reads token ids (fasttext) is built for AG News by default */
+    const char *name = o->data ? o->data : (strncmp(o->model, "fasttext", 8) == 0 ? "agnews" : "cifar10");
     for (size_t i = 0; i < sizeof known_shapes / sizeof known_shapes[0]; i++)
         if (strcmp(known_shapes[i].name, name) == 0) {
             *c = known_shapes[i].c, *h = known_shapes[i].h, *w = known_shapes[i].w;
@@ -97,7 +98,7 @@ int cmd_model(int argc, char **argv) {
     o.data_dir = cli_default_data_dir();
     const arg_spec specs[] = {
         {"model", "m", ARG_STRING, &o.model, 0, 0, false, "NAME", "model (see pfl run --help)"},
-        {"data", "data", ARG_STRING, &o.data, 0, 0, false, "NAME", "build it for this dataset's images (default cifar10)"},
+        {"data", "data", ARG_STRING, &o.data, 0, 0, false, "NAME", "build it for this dataset's inputs (default cifar10; agnews for fasttext)"},
         {"input", NULL, ARG_STRING, &o.input, 0, 0, false, "CxHxW", "build it for this input shape instead"},
         {"classes", NULL, ARG_INT, &o.classes, 2, 256, false, "K", "classes (with --input; overrides the dataset's)"},
         {"data-dir", NULL, ARG_STRING, &o.data_dir, 0, 0, false, "DIR", "data directory (only for datasets of unknown shape)"},

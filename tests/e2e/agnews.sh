@@ -4,10 +4,17 @@
 #    0.5: the global accuracy must end well above chance (0.25; measured
 #    0.55) and the train loss must fall (measured 1.385 -> 1.191);
 #  - FedALA on 4 clients (dir:0.3): personalized accuracy above chance;
-#  - wrong model/data pairings and a malformed file fail with one clear line.
+#  - wrong model/data pairings and a malformed file fail with one clear line;
+#  - pfl model prints fasttext's table for AG News's 200 token ids.
 # Uses $PFL_DATA/agnews/test.csv, else ../shared/data/ag_news/test.csv (linked
 # into a data directory of its own); skipped only when neither exists.
 . tests/e2e/lib.sh
+
+# pfl model builds fasttext for AG News's token ids by default (no data needed)
+out=$("$PFL" model --model fasttext) || fail "pfl model --model fasttext failed"
+echo "$out" | grep -q "^model fasttext, input 1x1x200, 4 classes" &&
+    echo "$out" | grep -q "^total: 16648708 parameters in 3 layers (5 tensors)" &&
+    pass "pfl model fasttext: 1x1x200 token ids, 16648708 parameters" || fail "pfl model fasttext: $out"
 
 data=$PFL_DATA
 if [ ! -f "$data/agnews/test.csv" ]; then
