@@ -9,19 +9,25 @@ Everything here mirrors what PFLlib does for the same datasets/models:
     order that pfl's partition indices refer to;
   * pixels are normalized as transforms.Normalize(0.5, 0.5):
     (p/255 - 0.5)/0.5, per channel (CIFAR-10 uses the same 0.5/0.5 per channel);
-  * models are PFLlib's FedAvgCNN / DNN (and a width-200 variant "mlp").
+  * models are PFLlib's FedAvgCNN / DNN (and a width-200 variant "mlp"),
+    and torchvision's resnet18 (both stems) and the CIFAR AlexNet from
+    scripts/torch_models.py, the modules the fixtures are made with.
 """
 
 import gzip
 import os
 import struct
+import sys
 
 import numpy as np
 import torch
 import torch.nn as nn
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+import torch_models  # noqa: E402  (scripts/torch_models.py)
+
 DATASETS = ("mnist", "fmnist", "cifar10")
-MODELS = ("cnn", "dnn", "mlp")
+MODELS = ("cnn", "dnn", "mlp", "resnet18", "resnet18-cifar", "alexnet")
 
 
 # --------------------------------------------------------------------------
@@ -162,6 +168,10 @@ def build_model(name, dataset):
         return DNN(c * h * w, 100, classes)
     if name == "mlp":  # FedAvg paper's 2NN width, one hidden layer of 200 (as pfl's "mlp")
         return DNN(c * h * w, 200, classes)
+    if name in ("resnet18", "resnet18-cifar"):
+        return torch_models.ResNet18(c, classes, cifar_stem=name == "resnet18-cifar")
+    if name == "alexnet":
+        return torch_models.CifarAlexNet(c, classes, h)
     raise ValueError("unknown model %r (choose from %s)" % (name, ", ".join(MODELS)))
 
 
@@ -184,8 +194,11 @@ def forward_macs_per_sample(model, sample_shape):
             hooks.append(m.register_forward_hook(conv_hook))
         elif isinstance(m, nn.Linear):
             hooks.append(m.register_forward_hook(lin_hook))
+    was_training = model.training
+    model.eval()  # one sample: BatchNorm needs evaluation mode (and its running statistics stay as they are)
     with torch.no_grad():
         model(torch.zeros((1,) + tuple(sample_shape)))
+    model.train(was_training)
     for hk in hooks:
         hk.remove()
     return macs[0]

@@ -22,9 +22,12 @@
 #                   Method flags come after the common flags, so they override
 #                   them (pfl keeps the last value of a repeated flag). Flags
 #                   are split on whitespace, no quoting.
-#   --resume        skip methods whose OUT/LABEL/summary.json exists (build a
-#                   long table over several sessions); without it every method
-#                   is run afresh (OUT/LABEL is deleted first)
+#   --resume        skip methods whose OUT/LABEL/summary.json exists, and
+#                   continue an unfinished method from its last checkpoint
+#                   (`pfl resume OUT/LABEL`; every method checkpoints after
+#                   each round), so a long table can be built over several
+#                   sessions; without --resume every method is run afresh
+#                   (OUT/LABEL is deleted first)
 #   --paper SPEC    "LABEL=ACC LABEL=ACC ..." (spaces or commas): adds a column
 #                   "paper (%)" with these reference accuracies, e.g. a paper's table
 #   -- FLAGS        flags given to every `pfl run` (not --algo or --out);
@@ -139,7 +142,8 @@ for i in "${!labels[@]}"; do
     label=${labels[$i]} algo=${algos[$i]}
     read -r -a extra <<<"${mflags[$i]}"
     dir="$out_dir/$label" log="$out_dir/$label.log"
-    cmd=(build/pfl run "${common[@]}" --algo "$algo" "${extra[@]}" --out "$dir")
+    # --checkpoint-every after --out: the comparison of commands below ignores it
+    cmd=(build/pfl run "${common[@]}" --algo "$algo" "${extra[@]}" --out "$dir" --checkpoint-every 1)
     cmdline=$(printf '%q ' "${cmd[@]}"); cmdline=${cmdline% }
     desc="$algo${mflags[$i]:+ ${mflags[$i]}}"
     if [ $resume = 1 ] && [ -f "$dir/summary.json" ]; then
@@ -154,10 +158,16 @@ for i in "${!labels[@]}"; do
         printf '%s\t%s\treused\t0\t%s\n' "$label" "$desc" "$same" >>"$manifest"
         continue
     fi
-    rm -rf "$dir"
-    : >"$log"
-    printf '%s\n' "$cmdline" >"$out_dir/$label.cmd"
-    echo "== [$((i + 1))/$n] $label: $cmdline" >&2
+    prev=$(cat "$out_dir/$label.cmd" 2>/dev/null || true)
+    if [ $resume = 1 ] && [ -f "$dir/checkpoint" ] && [ "${prev% --out *}" = "${cmdline% --out *}" ]; then
+        echo "== [$((i + 1))/$n] $label: continuing from $dir/checkpoint (--resume)" >&2
+        cmd=(build/pfl resume "$dir")
+    else
+        rm -rf "$dir"
+        : >"$log"
+        printf '%s\n' "$cmdline" >"$out_dir/$label.cmd"
+        echo "== [$((i + 1))/$n] $label: $cmdline" >&2
+    fi
     set +e
     # shellcheck disable=SC2094  # stdout and the progress copy of stderr both append to the log
     { "${cmd[@]}" 2>&1 1>&3 | progress "$label" "$log"; } 3>>"$log"

@@ -13,11 +13,21 @@
 # the practical peak.
 #
 # Usage: bench/throughput.sh [DATA] [MODEL] [BATCH]   (defaults: mnist cnn 10)
+# MODEL is any model both sides have: cnn, dnn, mlp, resnet18, resnet18-cifar,
+# alexnet. SAMPLES=N gives pfl only the dataset's first N samples (the rest
+# held out with --public), for models too slow to train on a whole dataset
+# in a benchmark: SAMPLES=4000 bench/throughput.sh cifar10 resnet18.
 # Run it on an otherwise idle machine: both sides use both cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:-mnist} model=${2:-cnn} batch=${3:-10}
 seconds=${SECONDS_PER_RUN:-15}
+samples=${SAMPLES:-0}
+holdout=()
+if [ "$samples" -gt 0 ]; then
+    total=70000; [ "$data" = cifar10 ] && total=60000
+    holdout=(--public $((total - samples)))
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 make -s build/pfl
@@ -28,7 +38,8 @@ echo "== PyTorch ($data, $model, batch $batch)" >&2
 
 pfl_rate() { # threads -> samples/s
     build/pfl run --algo fedavg --data "$data" --model "$model" --partition iid --clients 20 --join 0.2 \
-        --rounds "$2" --batch "$batch" --eval-every 100000 --threads "$1" --quiet --out "$out/pfl$1" >&2
+        --rounds "$2" --batch "$batch" --eval-every 100000 --threads "$1" "${holdout[@]}" --quiet \
+        --out "$out/pfl$1" >&2
     grep -o '"train_samples_per_second": [0-9.]*' "$out/pfl$1/summary.json" | cut -d' ' -f2
 }
 echo "== pfl" >&2

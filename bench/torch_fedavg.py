@@ -76,7 +76,8 @@ def parse_args():
     p.add_argument("--partition-file", required=True)
     p.add_argument("--data-dir", default=ct.default_data_dir(), help="default: $PFL_DATA or ./data")
     p.add_argument("--data", default=None, choices=ct.DATASETS, help="override the partition file's dataset")
-    p.add_argument("--model", default="cnn", choices=ct.MODELS)
+    # parameters only are averaged here: no models with BatchNorm state
+    p.add_argument("--model", default="cnn", choices=("cnn", "dnn", "mlp"))
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch", type=int, default=10)

@@ -7,25 +7,27 @@
 #                 Debian package dataset-fashion-mnist
 #   DIR/cifar10/  CIFAR-10 binary batches, unpacked from
 #                 <repo>/../shared/data/cifar-10-batches-bin.tar.xz when present
+#   DIR/agnews/   AG News test.csv (the test split only: 7,600 rows), copied
+#                 from <repo>/../shared/data/ag_news/ when present
 # Idempotent: a dataset already in place is checked and left alone.
 # Not fetched (no network source here); place them yourself:
 #   DIR/cifar100/      the CIFAR-100 binary tarball unpacked: cifar-100-binary/{train,test}.bin
 #   DIR/svhn/          train_32x32.mat and test_32x32.mat (SVHN cropped digits)
 #   DIR/tinyimagenet/  tiny-imagenet-200.zip unzipped: tiny-imagenet-200/{wnids.txt,train,val}
 #
-# Usage: scripts/fetch-data.sh [DIR] [--only mnist,fmnist,cifar10]
+# Usage: scripts/fetch-data.sh [DIR] [--only mnist,fmnist,cifar10,agnews]
 set -euo pipefail
 
 usage() {
-    sed -n '2,17s/^# \{0,1\}//p' "$0"
+    sed -n '2,19s/^# \{0,1\}//p' "$0"
 }
 
 repo_root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${PFL_DATA:-./data}
-only=mnist,fmnist,cifar10
+only=mnist,fmnist,cifar10,agnews
 while [ $# -gt 0 ]; do
     case $1 in
-        --only) [ $# -ge 2 ] || { echo "fetch-data: --only needs a list (mnist,fmnist,cifar10)" >&2; exit 2; }
+        --only) [ $# -ge 2 ] || { echo "fetch-data: --only needs a list (mnist,fmnist,cifar10,agnews)" >&2; exit 2; }
                 only=$2; shift 2 ;;
         --only=*) only=${1#--only=}; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -34,8 +36,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 for name in ${only//,/ }; do
-    case $name in mnist|fmnist|cifar10) ;; *)
-        echo "fetch-data: unknown dataset '$name' (choose from mnist, fmnist, cifar10)" >&2; exit 2 ;;
+    case $name in mnist|fmnist|cifar10|agnews) ;; *)
+        echo "fetch-data: unknown dataset '$name' (choose from mnist, fmnist, cifar10, agnews)" >&2; exit 2 ;;
     esac
 done
 wants() { case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
@@ -153,7 +155,33 @@ fetch_cifar10() {
     echo "cifar10: ok (6 files, md5 verified)"
 }
 
+# ---- AG News (test split only) ----
+agnews_src=$repo_root/../shared/data/ag_news/test.csv
+agnews_md5=03670a2ad4ee160c64161cdfa45ef134
+
+fetch_agnews() {
+    local dst=$dir/agnews/test.csv
+    if [ -f "$dst" ] && [ "$(md5sum "$dst" | cut -d' ' -f1)" = $agnews_md5 ]; then
+        echo "agnews: already in $dir/agnews"; return
+    fi
+    if [ ! -f "$agnews_src" ]; then
+        echo "agnews: absent: $agnews_src not found; place AG News test.csv (and train.csv if you have it) in" \
+             "$dir/agnews/ yourself"
+        return
+    fi
+    need md5sum "AG News checksum" coreutils
+    mkdir -p "$dir/agnews"
+    echo "agnews: copying $agnews_src into $dir/agnews (the test split only)"
+    cp "$agnews_src" "$dst.tmp" && mv "$dst.tmp" "$dst"
+    if [ "$(md5sum "$dst" | cut -d' ' -f1)" != $agnews_md5 ]; then
+        echo "agnews: $dst: md5 differs from $agnews_md5" >&2
+        exit 1
+    fi
+    echo "agnews: ok (test.csv, md5 verified)"
+}
+
 if wants mnist; then fetch_mnist; fi
 if wants fmnist; then fetch_fmnist; fi
 if wants cifar10; then fetch_cifar10; fi
+if wants agnews; then fetch_agnews; fi
 echo "fetch-data: done"

@@ -291,7 +291,7 @@ static void test_mnist_load_errors(void) {
 
     CHECK(pfl_dataset_load(&d, "x", dir) == -1, "unknown name accepted");
     CHECK(strcmp(pfl_errmsg(), "--data: unknown dataset 'x' (choose from mnist, fmnist, cifar10, cifar100, "
-                                "cifar100-coarse, svhn, tinyimagenet)") == 0, "name: %s",
+                                "cifar100-coarse, svhn, tinyimagenet, agnews)") == 0, "name: %s",
           pfl_errmsg());
 }
 
@@ -391,7 +391,7 @@ static void test_cifar_load(void) {
 static void test_gather(void) {
     uint8_t pixels[3 * 4] = {0, 255, 51, 204, 1, 2, 3, 4, 127, 128, 0, 255};
     uint8_t labels[3] = {7, 8, 9};
-    pfl_dataset d = {"t", 3, 1, 2, 2, 10, pixels, labels};
+    pfl_dataset d = {"t", 3, 1, 2, 2, 10, pixels, labels, NULL};
     int idx[2] = {2, 0};
     float x[8];
     uint8_t y[2];

@@ -225,11 +225,13 @@ static double conv_loss(void *p) {
     return dot_d(c->out, c->r, (long)c->s.B * c->s.OC * c->s.OH * c->s.OW);
 }
 
-static void test_conv(int B, int C, int H, int W, int OC, int K, int stride, int pad, uint64_t seed) {
+/* bias false: a convolution without bias (ResNet's), b and db NULL. Small
+ * outputs (under 64 positions) take the grouped path (layers.c). */
+static void test_conv_bias(int B, int C, int H, int W, int OC, int K, int stride, int pad, bool bias, uint64_t seed) {
     pfl_conv_shape s = {B, C, H, W, OC, K, stride, pad, (H + 2 * pad - K) / stride + 1, (W + 2 * pad - K) / stride + 1};
-    char geo[80], what[128];
-    snprintf(geo, sizeof geo, "conv B=%d %dx%dx%d->%d k%d s%d p%d (out %dx%d)", B, C, H, W, OC, K, stride, pad,
-             s.OH, s.OW);
+    char geo[96], what[128];
+    snprintf(geo, sizeof geo, "conv B=%d %dx%dx%d->%d k%d s%d p%d (out %dx%d)%s", B, C, H, W, OC, K, stride, pad,
+             s.OH, s.OW, bias ? "" : " no bias");
     printf("%s\n", geo);
     pfl_rng r = test_rng(seed);
     const long nx = (long)B * C * H * W, nw = (long)OC * C * K * K, ny = (long)B * OC * s.OH * s.OW;
@@ -238,6 +240,8 @@ static void test_conv(int B, int C, int H, int W, int OC, int K, int stride, int
     fill_uniform(c.w, nw, -1, 1, &r);
     fill_uniform(c.b, OC, -1, 1, &r);
     fill_uniform(c.r, ny, -1, 1, &r);
+    float *bias_buf = c.b;
+    if (!bias) c.b = NULL;
 
     /* forward against the direct definition (zero padding, cross-correlation) */
     double *ref = malloc(sizeof(double) * (size_t)ny);
@@ -245,7 +249,7 @@ static void test_conv(int B, int C, int H, int W, int OC, int K, int stride, int
         for (int oc = 0; oc < OC; oc++)
             for (int oy = 0; oy < s.OH; oy++)
                 for (int ox = 0; ox < s.OW; ox++) {
-                    double acc = c.b[oc];
+                    double acc = c.b ? c.b[oc] : 0.0;
                     for (int ch = 0; ch < C; ch++)
                         for (int ky = 0; ky < K; ky++)
                             for (int kx = 0; kx < K; kx++) {
@@ -269,7 +273,7 @@ static void test_conv(int B, int C, int H, int W, int OC, int K, int stride, int
     memcpy(dw, dw0, sizeof(float) * (size_t)nw);
     memcpy(db, db0, sizeof(float) * (size_t)OC);
     pfl_conv2d_forward(c.out, c.col, c.in, c.w, c.b, &s);
-    pfl_conv2d_backward(din, dw, db, c.col, c.r, c.in, c.w, &s);
+    pfl_conv2d_backward(din, dw, bias ? db : NULL, c.col, c.r, c.in, c.w, &s);
     for (long i = 0; i < nw; i++) dw[i] -= dw0[i];
     for (int i = 0; i < OC; i++) db[i] -= db0[i];
 
@@ -278,13 +282,15 @@ static void test_conv(int B, int C, int H, int W, int OC, int K, int stride, int
     check_grad("conv dx", num, din, nx);
     fd_all(num, c.w, nw, 1e-2f, conv_loss, &c);
     check_grad("conv dW (accumulated)", num, dw, nw);
-    fd_all(num, c.b, OC, 1e-2f, conv_loss, &c);
-    check_grad("conv db (accumulated)", num, db, OC);
+    if (bias) {
+        fd_all(num, c.b, OC, 1e-2f, conv_loss, &c);
+        check_grad("conv db (accumulated)", num, db, OC);
+    }
 
     /* din NULL: same parameter gradients */
     float *dw2 = falloc(nw), *db2 = falloc(OC);
     pfl_conv2d_forward(c.out, c.col, c.in, c.w, c.b, &s);
-    pfl_conv2d_backward(NULL, dw2, db2, c.col, c.r, c.in, c.w, &s);
+    pfl_conv2d_backward(NULL, dw2, bias ? db2 : NULL, c.col, c.r, c.in, c.w, &s);
     double dd = 0.0;
     for (long i = 0; i < nw; i++) dd = fmax(dd, fabs(dw2[i] - dw[i]));
     for (int i = 0; i < OC; i++) dd = fmax(dd, fabs(db2[i] - db[i]));
@@ -292,26 +298,32 @@ static void test_conv(int B, int C, int H, int W, int OC, int K, int stride, int
           geo, dd);
 
     free(num), free(din), free(dw), free(db), free(dw0), free(db0), free(dw2), free(db2);
-    free(c.in), free(c.w), free(c.b), free(c.out), free(c.col), free(c.r);
+    free(c.in), free(c.w), free(bias_buf), free(c.out), free(c.col), free(c.r);
+}
+
+static void test_conv(int B, int C, int H, int W, int OC, int K, int stride, int pad, uint64_t seed) {
+    test_conv_bias(B, C, H, W, OC, K, stride, pad, true, seed);
 }
 
 /* ---- max pooling ---- */
 
 typedef struct {
-    int B, C, H, W, k, stride, OH, OW;
+    int B, C, H, W, k, stride, OH, OW, pad;
     float *in, *out, *r;
     int *argmax;
 } pool_ctx;
 
 static double pool_loss(void *p) {
     pool_ctx *c = p;
-    pfl_maxpool2d_forward(c->out, c->argmax, c->in, c->B, c->C, c->H, c->W, c->k, c->stride);
+    if (c->pad) pfl_maxpool2d_pad_forward(c->out, c->argmax, c->in, c->B, c->C, c->H, c->W, c->k, c->stride, c->pad);
+    else pfl_maxpool2d_forward(c->out, c->argmax, c->in, c->B, c->C, c->H, c->W, c->k, c->stride);
     return dot_d(c->out, c->r, (long)c->B * c->C * c->OH * c->OW);
 }
 
-static void test_maxpool(int B, int C, int H, int W, int k, int stride, uint64_t seed) {
-    pool_ctx c = {B, C, H, W, k, stride, (H - k) / stride + 1, (W - k) / stride + 1, NULL, NULL, NULL, NULL};
-    printf("maxpool B=%d C=%d %dx%d k%d s%d (out %dx%d)\n", B, C, H, W, k, stride, c.OH, c.OW);
+/* pad > 0 goes through the padded functions (ResNet's 3x3/2 pooling, padding 1). */
+static void test_maxpool_pad(int B, int C, int H, int W, int k, int stride, int pad, uint64_t seed) {
+    pool_ctx c = {B, C, H, W, k, stride, (H + 2 * pad - k) / stride + 1, (W + 2 * pad - k) / stride + 1, pad, NULL, NULL, NULL, NULL};
+    printf("maxpool B=%d C=%d %dx%d k%d s%d p%d (out %dx%d)\n", B, C, H, W, k, stride, pad, c.OH, c.OW);
     pfl_rng r = test_rng(seed);
     const long nx = (long)B * C * H * W, ny = (long)B * C * c.OH * c.OW;
     c.in = falloc(nx), c.out = falloc(ny), c.r = falloc(ny);
@@ -320,7 +332,7 @@ static void test_maxpool(int B, int C, int H, int W, int k, int stride, uint64_t
     fill_distinct(c.in, nx, 0.01, &r);
     fill_uniform(c.r, ny, -1, 1, &r);
 
-    pfl_maxpool2d_forward(c.out, c.argmax, c.in, B, C, H, W, k, stride);
+    pool_loss(&c);
     int fwd_ok = 1;
     for (long plane = 0; plane < (long)B * C; plane++)
         for (int oy = 0; oy < c.OH; oy++)
@@ -329,7 +341,9 @@ static void test_maxpool(int B, int C, int H, int W, int k, int stride, uint64_t
                 int best_i = -1;
                 for (int ky = 0; ky < k; ky++)
                     for (int kx = 0; kx < k; kx++) {
-                        int i = (oy * stride + ky) * W + ox * stride + kx;
+                        const int iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+                        if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue; /* padding never wins */
+                        int i = iy * W + ix;
                         if (c.in[plane * H * W + i] > best) best = c.in[plane * H * W + i], best_i = i;
                     }
                 long o = (plane * c.OH + oy) * c.OW + ox;
@@ -339,10 +353,155 @@ static void test_maxpool(int B, int C, int H, int W, int k, int stride, uint64_t
 
     float *din = falloc(nx), *num = falloc(nx);
     fill_uniform(din, nx, 100, 200, &r);
-    pfl_maxpool2d_backward(din, c.r, c.argmax, B, C, H, W, k, stride);
+    if (pad) pfl_maxpool2d_pad_backward(din, c.r, c.argmax, B, C, H, W, k, stride, pad);
+    else pfl_maxpool2d_backward(din, c.r, c.argmax, B, C, H, W, k, stride);
     fd_all(num, c.in, nx, 1e-3f, pool_loss, &c);
     check_grad(k > stride ? "maxpool dx (overlapping windows)" : "maxpool dx", num, din, nx);
     free(din), free(num), free(c.in), free(c.out), free(c.r), free(c.argmax);
+}
+
+static void test_maxpool(int B, int C, int H, int W, int k, int stride, uint64_t seed) {
+    test_maxpool_pad(B, C, H, W, k, stride, 0, seed);
+}
+
+/* ---- global average pooling ---- */
+
+typedef struct {
+    int B, C, HW;
+    float *in, *out, *r;
+} avg_ctx;
+
+static double avg_loss(void *p) {
+    avg_ctx *c = p;
+    pfl_avgpool_global_forward(c->out, c->in, c->B, c->C, c->HW);
+    return dot_d(c->out, c->r, (long)c->B * c->C);
+}
+
+static void test_avgpool(int B, int C, int H, int W, uint64_t seed) {
+    printf("global average pooling B=%d C=%d %dx%d\n", B, C, H, W);
+    pfl_rng r = test_rng(seed);
+    avg_ctx c = {B, C, H * W, falloc((long)B * C * H * W), falloc((long)B * C), falloc((long)B * C)};
+    const long nx = (long)B * C * H * W;
+    fill_uniform(c.in, nx, -1, 1, &r);
+    fill_uniform(c.r, (long)B * C, -1, 1, &r);
+    avg_loss(&c);
+    double *ref = malloc(sizeof(double) * (size_t)B * C);
+    for (long plane = 0; plane < (long)B * C; plane++) {
+        double acc = 0.0;
+        for (int i = 0; i < H * W; i++) acc += c.in[plane * H * W + i];
+        ref[plane] = acc / (H * W);
+    }
+    check_values("avgpool forward", c.out, ref, (long)B * C, 1e-6);
+    float *din = falloc(nx), *num = falloc(nx);
+    fill_uniform(din, nx, 100, 200, &r);
+    pfl_avgpool_global_backward(din, c.r, B, C, H * W);
+    fd_all(num, c.in, nx, 1e-2f, avg_loss, &c);
+    check_grad("avgpool dx", num, din, nx);
+    free(ref), free(din), free(num), free(c.in), free(c.out), free(c.r);
+}
+
+/* ---- BatchNorm2d ----
+ *
+ * Training mode normalizes with the batch's own statistics, so every output
+ * depends on every input of its channel: the finite differences below go
+ * through the mean and variance, which is what the backward's extra terms
+ * are for. Evaluation mode is an affine map per channel. */
+
+typedef struct {
+    int B, C, HW;
+    bool train;
+    float *in, *out, *gamma, *beta, *rmean, *rvar, *mean, *var, *invstd, *r;
+} bn_ctx;
+
+static double bn_loss(void *p) {
+    bn_ctx *c = p;
+    if (c->train)
+        pfl_batchnorm_forward_train(c->out, c->mean, c->var, c->invstd, c->in, c->gamma, c->beta, c->B, c->C, c->HW);
+    else {
+        pfl_batchnorm_forward_eval(c->out, c->invstd, c->in, c->gamma, c->beta, c->rmean, c->rvar, c->B, c->C, c->HW);
+        memcpy(c->mean, c->rmean, sizeof(float) * (size_t)c->C);
+    }
+    return dot_d(c->out, c->r, (long)c->B * c->C * c->HW);
+}
+
+static void test_batchnorm(int B, int C, int H, int W, bool train, uint64_t seed) {
+    const int HW = H * W;
+    const long nx = (long)B * C * HW;
+    printf("batchnorm %s B=%d C=%d %dx%d\n", train ? "training (batch statistics)" : "evaluation (running statistics)",
+           B, C, H, W);
+    pfl_rng r = test_rng(seed);
+    bn_ctx c = {B, C, HW, train, falloc(nx), falloc(nx), falloc(C), falloc(C), falloc(C), falloc(C), falloc(C),
+                falloc(C), falloc(C), falloc(nx)};
+    /* channels with their own offset and spread, far from mean 0 / var 1 */
+    for (int ch = 0; ch < C; ch++) {
+        const double mu = 4.0 * pfl_rng_uniform(&r) - 2.0, sd = 0.2 + 2.0 * pfl_rng_uniform(&r);
+        for (int n = 0; n < B; n++)
+            for (int i = 0; i < HW; i++) c.in[((long)n * C + ch) * HW + i] = (float)(mu + sd * (2.0 * pfl_rng_uniform(&r) - 1.0));
+    }
+    fill_uniform(c.gamma, C, 0.5, 1.5, &r);
+    fill_uniform(c.beta, C, -0.5, 0.5, &r);
+    fill_uniform(c.rmean, C, -1, 1, &r);
+    fill_uniform(c.rvar, C, 0.5, 2, &r);
+    fill_uniform(c.r, nx, -1, 1, &r);
+
+    /* forward against the definition in double */
+    bn_loss(&c);
+    double *ref = malloc(sizeof(double) * (size_t)nx);
+    for (int ch = 0; ch < C; ch++) {
+        double mu = 0.0, v = 0.0;
+        const double N = (double)B * HW;
+        for (int n = 0; n < B; n++)
+            for (int i = 0; i < HW; i++) mu += c.in[((long)n * C + ch) * HW + i];
+        mu /= N;
+        for (int n = 0; n < B; n++)
+            for (int i = 0; i < HW; i++) v += pow(c.in[((long)n * C + ch) * HW + i] - mu, 2);
+        v /= N;
+        if (!train) mu = c.rmean[ch], v = c.rvar[ch];
+        for (int n = 0; n < B; n++)
+            for (int i = 0; i < HW; i++) {
+                const long k = ((long)n * C + ch) * HW + i;
+                ref[k] = c.gamma[ch] * (c.in[k] - mu) / sqrt(v + 1e-5) + c.beta[ch];
+            }
+        if (train)
+            CHECK(fabs(c.mean[ch] - mu) <= 1e-6 * (1 + fabs(mu)) && fabs(c.var[ch] - v) <= 1e-5 * v,
+                  "batchnorm: channel %d batch mean %.7g var %.7g, expected %.7g %.7g", ch, (double)c.mean[ch],
+                  (double)c.var[ch], mu, v);
+    }
+    check_values(train ? "batchnorm train forward" : "batchnorm eval forward", c.out, ref, nx, 1e-5);
+
+    /* backward: din overwritten, dgamma and dbeta accumulated */
+    float *din = falloc(nx), *dg = falloc(C), *db = falloc(C), *num = falloc(nx);
+    fill_uniform(din, nx, 100, 200, &r);
+    for (int ch = 0; ch < C; ch++) dg[ch] = 0.25f, db[ch] = -0.5f;
+    bn_loss(&c);
+    pfl_batchnorm_backward(din, dg, db, c.r, c.in, c.gamma, c.mean, c.invstd, B, C, HW, train);
+    for (int ch = 0; ch < C; ch++) dg[ch] -= 0.25f, db[ch] += 0.5f;
+    fd_all(num, c.in, nx, 1e-2f, bn_loss, &c);
+    check_grad(train ? "batchnorm dx (through batch stats)" : "batchnorm dx", num, din, nx);
+    fd_all(num, c.gamma, C, 1e-2f, bn_loss, &c);
+    check_grad("batchnorm dgamma (accumulated)", num, dg, C);
+    fd_all(num, c.beta, C, 1e-2f, bn_loss, &c);
+    check_grad("batchnorm dbeta (accumulated)", num, db, C);
+
+    if (train) {
+        /* PyTorch's update: momentum 0.1, unbiased variance of the N = B*HW values */
+        float rm[64], rv[64];
+        memcpy(rm, c.rmean, sizeof(float) * (size_t)C), memcpy(rv, c.rvar, sizeof(float) * (size_t)C);
+        bn_loss(&c);
+        pfl_batchnorm_update_running(rm, rv, c.mean, c.var, C, (long)B * HW, 0.1f);
+        double worst = 0.0;
+        const double N = (double)B * HW;
+        for (int ch = 0; ch < C; ch++) {
+            const double em = 0.9 * c.rmean[ch] + 0.1 * c.mean[ch];
+            const double ev = 0.9 * c.rvar[ch] + 0.1 * c.var[ch] * N / (N - 1);
+            worst = fmax(worst, fmax(fabs(rm[ch] - em), fabs(rv[ch] - ev)));
+        }
+        printf("  running statistics update vs 0.9 old + 0.1 batch (unbiased var): max diff %.2e\n", worst);
+        CHECK(worst <= 1e-6, "batchnorm running update off by %.3e", worst);
+    }
+    free(ref), free(din), free(dg), free(db), free(num);
+    free(c.in), free(c.out), free(c.gamma), free(c.beta), free(c.rmean), free(c.rvar), free(c.mean), free(c.var),
+        free(c.invstd), free(c.r);
 }
 
 /* ---- relu ---- */
@@ -529,19 +688,31 @@ typedef struct {
     uint8_t *y;
 } model_case;
 
+/* Parameters (a whole model vector), inputs and labels for the model in
+ * mc->m. BatchNorm weights and biases start at 1 and 0; they are spread
+ * around those so that no gradient term vanishes by symmetry. */
+static int model_case_init(model_case *mc, int B, uint64_t seed) {
+    const pfl_model *m = &mc->m;
+    const long in = pfl_model_input_size(m);
+    pfl_rng r = test_rng(seed);
+    mc->params = falloc((long)pfl_model_vector_len(m));
+    pfl_model_init_params(m, mc->params, &r);
+    for (int l = 0; l < m->num_layers; l++)
+        if (m->layers[l].init == PFL_INIT_BATCHNORM)
+            for (size_t i = 0; i < m->layers[l].length; i++) mc->params[m->layers[l].offset + i] += (float)(0.5 * pfl_rng_uniform(&r) - 0.25);
+    mc->x = falloc((long)B * in);
+    fill_uniform(mc->x, (long)B * in, -1, 1, &r);
+    mc->y = malloc((size_t)B);
+    for (int n = 0; n < B; n++) mc->y[n] = (uint8_t)pfl_rng_below(&r, (uint64_t)m->classes);
+    return 0;
+}
+
 static int model_case_make(model_case *mc, const char *name, int C, int H, int W, int classes, int B, uint64_t seed) {
     if (pfl_model_build(&mc->m, name, C, H, W, classes)) {
         CHECK(0, "pfl_model_build(%s): %s", name, pfl_errmsg());
         return -1;
     }
-    pfl_rng r = test_rng(seed);
-    mc->params = falloc((long)mc->m.num_params);
-    pfl_model_init_params(&mc->m, mc->params, &r);
-    mc->x = falloc((long)B * C * H * W);
-    fill_uniform(mc->x, (long)B * C * H * W, -1, 1, &r);
-    mc->y = malloc((size_t)B);
-    for (int n = 0; n < B; n++) mc->y[n] = (uint8_t)pfl_rng_below(&r, (uint64_t)classes);
-    return 0;
+    return model_case_init(mc, B, seed);
 }
 
 static void model_case_free(model_case *mc) { free(mc->params), free(mc->x), free(mc->y); }
@@ -559,30 +730,35 @@ static void model_case_free(model_case *mc) { free(mc->params), free(mc->x), fre
 static long replay_forward(const pfl_model *m, const float *params, const float *x, int B, uint8_t *sig,
                            const uint8_t *frozen, float *logits) {
     long len = 0;
-    float *cur = falloc((long)B * pfl_model_input_size(m));
-    memcpy(cur, x, sizeof(float) * (size_t)B * (size_t)pfl_model_input_size(m));
+    float *outs[PFL_MAX_OPS] = {NULL};
+    bool owned[PFL_MAX_OPS] = {false};
     for (int i = 0; i < m->num_ops; i++) {
         const pfl_op *op = &m->ops[i];
+        const float *cur = op->src < 0 ? x : outs[op->src];
         const long n_out = (long)B * op->out_c * op->out_h * op->out_w;
-        const float *w = op->layer >= 0 ? params + m->tensors[m->layers[op->layer].first_tensor].offset : NULL;
-        const float *b = op->layer >= 0 ? params + m->tensors[m->layers[op->layer].first_tensor + 1].offset : NULL;
-        float *out = NULL;
+        const pfl_layer *ly = op->layer >= 0 ? &m->layers[op->layer] : NULL;
+        const float *w = ly ? params + m->tensors[ly->first_tensor].offset : NULL;
+        const float *b = ly && ly->num_tensors > 1 ? params + m->tensors[ly->first_tensor + 1].offset : NULL;
+        if (op->kind == PFL_OP_FLATTEN || op->kind == PFL_OP_DROPOUT) {
+            /* dropout: identity outside training; the models here have none */
+            outs[i] = (float *)cur;
+            continue;
+        }
+        float *out = falloc(n_out);
+        outs[i] = out, owned[i] = true;
         switch (op->kind) {
         case PFL_OP_CONV2D: {
             pfl_conv_shape s = {B, op->in_c, op->in_h, op->in_w, op->out_c, op->kernel, op->stride, op->pad,
                                 op->out_h, op->out_w};
             float *col = falloc(pfl_conv2d_col_floats(&s));
-            out = falloc(n_out);
             pfl_conv2d_forward(out, col, cur, w, b, &s);
             free(col);
             break;
         }
         case PFL_OP_LINEAR:
-            out = falloc(n_out);
-            pfl_linear_forward(out, cur, w, b, B, op->in_c, op->out_c);
+            pfl_linear_forward(out, cur, w, b, B, op->in_c * op->in_h * op->in_w, op->out_c);
             break;
         case PFL_OP_RELU:
-            out = falloc(n_out);
             if (frozen)
                 for (long j = 0; j < n_out; j++) out[j] = frozen[len + j] ? cur[j] : 0.0f;
             else
@@ -593,26 +769,40 @@ static long replay_forward(const pfl_model *m, const float *params, const float 
             break;
         case PFL_OP_MAXPOOL2D: {
             int *arg = malloc(sizeof(int) * (size_t)n_out);
-            out = falloc(n_out);
             if (frozen) {
                 const long in_plane = (long)op->in_h * op->in_w, out_plane = (long)op->out_h * op->out_w;
                 memcpy(arg, frozen + len, sizeof(int) * (size_t)n_out);
                 for (long o = 0; o < n_out; o++) out[o] = cur[o / out_plane * in_plane + arg[o]];
             } else {
-                pfl_maxpool2d_forward(out, arg, cur, B, op->in_c, op->in_h, op->in_w, op->kernel, op->stride);
+                pfl_maxpool2d_pad_forward(out, arg, cur, B, op->in_c, op->in_h, op->in_w, op->kernel, op->stride,
+                                          op->pad);
             }
             if (sig) memcpy(sig + len, arg, sizeof(int) * (size_t)n_out);
             len += (long)sizeof(int) * n_out;
             free(arg);
             break;
         }
-        case PFL_OP_DROPOUT: /* identity outside training; the models here have none */
-        case PFL_OP_FLATTEN: break;
+        case PFL_OP_BATCHNORM2D: { /* training mode, as model_loss runs pfl_forward */
+            float *stats = falloc(3L * op->out_c);
+            pfl_batchnorm_forward_train(out, stats, stats + op->out_c, stats + 2 * op->out_c, cur, w, b, B, op->out_c,
+                                        op->out_h * op->out_w);
+            free(stats);
+            break;
         }
-        if (out) free(cur), cur = out;
+        case PFL_OP_ADD:
+            for (long j = 0; j < n_out; j++) out[j] = cur[j] + outs[op->src2][j];
+            break;
+        case PFL_OP_AVGPOOL: pfl_avgpool_global_forward(out, cur, B, op->in_c, op->in_h * op->in_w); break;
+        case PFL_OP_DROPOUT:
+        case PFL_OP_FLATTEN: break;
+        case PFL_OP_EMBED_MEAN: /* fasttext; tests/test_text.c checks it */
+            pfl_embed_mean_forward(out, cur, w, B, op->in_w, op->vocab, op->out_c, op->padding_idx);
+            break;
+        }
     }
-    if (logits) memcpy(logits, cur, sizeof(float) * (size_t)B * (size_t)m->classes);
-    free(cur);
+    if (logits) memcpy(logits, outs[m->num_ops - 1], sizeof(float) * (size_t)B * (size_t)m->classes);
+    for (int i = 0; i < m->num_ops; i++)
+        if (owned[i]) free(outs[i]);
     return len;
 }
 
@@ -662,11 +852,20 @@ static double branch_loss(void *p) {
  *     checked.
  * Both use FD_TOL relative to the largest |gradient| among the coordinates
  * checked (the direct check's noise, ~2e-5, is 1e-3 of that or less). */
+static void model_fd_check(model_case *mc_in, const char *name, int B, int per_tensor, uint64_t seed);
+
 static void test_model_fd(const char *name, int C, int H, int W, int classes, int B, int per_tensor, uint64_t seed) {
     printf("model %s %dx%dx%d, %d classes, B=%d: backward vs finite differences of the loss\n", name, C, H, W,
            classes, B);
     model_case mc;
     if (model_case_make(&mc, name, C, H, W, classes, B, seed)) return;
+    model_fd_check(&mc, name, B, per_tensor, seed);
+}
+
+/* The checks of test_model_fd on a model case (freed here). */
+static void model_fd_check(model_case *mc_in, const char *name, int B, int per_tensor, uint64_t seed) {
+    model_case mc = *mc_in;
+    const int classes = mc.m.classes;
     pfl_workspace *ws = pfl_workspace_create(&mc.m, B);
     CHECK(ws != NULL, "workspace: %s", pfl_errmsg());
     if (!ws) {
@@ -686,7 +885,7 @@ static void test_model_fd(const char *name, int C, int H, int W, int classes, in
     float *replay = falloc((long)B * classes), *frozen = falloc((long)B * classes);
     replay_forward(&mc.m, mc.params, mc.x, B, center, NULL, replay);
     replay_forward(&mc.m, mc.params, mc.x, B, NULL, center, frozen);
-    const float *z = pfl_forward(ws, mc.params, mc.x, B, false, NULL);
+    const float *z = pfl_forward(ws, mc.params, mc.x, B, true, NULL); /* training mode, as model_loss */
     double dz = 0.0, dzf = 0.0;
     for (long i = 0; i < (long)B * classes; i++) dz = fmax(dz, fabs(z[i] - replay[i]));
     for (long i = 0; i < (long)B * classes; i++) dzf = fmax(dzf, fabs(z[i] - frozen[i]));
@@ -958,6 +1157,169 @@ static void test_models(void) {
           "pfl_model_known disagrees with pfl_model_build");
 }
 
+/* ---- a small residual network (the builder API, BatchNorm, residual blocks, average pooling) ---- */
+
+/* 3x8x8 inputs: a Conv-BN-ReLU stem (no bias), an identity basic block, a
+ * block that halves the size and widens (1x1 downsample shortcut), global
+ * average pooling, Linear: every new op, both kinds of shortcut, an output
+ * read by two ops. */
+static int build_mini_resnet(pfl_model *m) {
+    if (pfl_model_begin(m, "mini-resnet", 3, 8, 8, 5) || pfl_model_conv(m, "conv1", 4, 3, 1, 1, false) ||
+        pfl_model_batchnorm(m, "bn1") || pfl_model_relu(m) || pfl_model_basic_block(m, "layer1.0", 4, 1) ||
+        pfl_model_basic_block(m, "layer2.0", 6, 2) || pfl_model_avgpool(m) || pfl_model_linear(m, "fc", 5) ||
+        pfl_model_finish(m)) {
+        CHECK(0, "building the small residual network: %s", pfl_errmsg());
+        return -1;
+    }
+    return 0;
+}
+
+static void test_residual_tables(void) {
+    pfl_model m;
+    if (build_mini_resnet(&m)) return;
+    static const char *const names[] = {
+        "conv1.weight",          "bn1.weight",           "bn1.bias",           "layer1.0.conv1.weight",
+        "layer1.0.bn1.weight",   "layer1.0.bn1.bias",    "layer1.0.conv2.weight", "layer1.0.bn2.weight",
+        "layer1.0.bn2.bias",     "layer2.0.conv1.weight", "layer2.0.bn1.weight", "layer2.0.bn1.bias",
+        "layer2.0.conv2.weight", "layer2.0.bn2.weight",  "layer2.0.bn2.bias",  "layer2.0.downsample.0.weight",
+        "layer2.0.downsample.1.weight", "layer2.0.downsample.1.bias", "fc.weight", "fc.bias"};
+    const int T = (int)(sizeof names / sizeof names[0]);
+    printf("small residual network: %zu parameters, %zu state, %d ops, %d layers\n", m.num_params, m.num_state,
+           m.num_ops, m.num_layers);
+    CHECK(m.num_tensors == T, "%d tensors, expected %d", m.num_tensors, T);
+    for (int t = 0; t < T && t < m.num_tensors; t++)
+        CHECK(strcmp(m.tensors[t].name, names[t]) == 0, "tensor %d is %s, expected %s", t, m.tensors[t].name, names[t]);
+    /* BN layers: 2 tensors and a running-statistics span after the parameters, in layer order */
+    size_t state_next = m.num_params;
+    int bn_layers = 0;
+    for (int l = 0; l < m.num_layers; l++) {
+        const pfl_layer *ly = &m.layers[l];
+        if (ly->init != PFL_INIT_BATCHNORM) {
+            CHECK(ly->state_length == 0, "layer %s has state", ly->name);
+            continue;
+        }
+        bn_layers++;
+        const int C = m.tensors[ly->first_tensor].shape[0];
+        CHECK(ly->num_tensors == 2 && ly->state_offset == state_next && ly->state_length == 2 * (size_t)C &&
+                  ly->num_state_tensors == 2,
+              "layer %s: state span %zu+%zu, expected %zu+%d", ly->name, ly->state_offset, ly->state_length,
+              state_next, 2 * C);
+        CHECK(strstr(m.state_tensors[ly->first_state].name, "running_mean") &&
+                  strstr(m.state_tensors[ly->first_state + 1].name, "running_var"),
+              "layer %s: state tensors %s, %s", ly->name, m.state_tensors[ly->first_state].name,
+              m.state_tensors[ly->first_state + 1].name);
+        state_next += ly->state_length;
+    }
+    CHECK(bn_layers == 6 && state_next == pfl_model_vector_len(&m), "%d BatchNorm layers, state ends at %zu of %zu",
+          bn_layers, state_next, pfl_model_vector_len(&m));
+    /* init: BatchNorm 1 and 0, running mean 0 and variance 1 */
+    float *v = falloc((long)pfl_model_vector_len(&m));
+    pfl_rng r = test_rng(3);
+    pfl_model_init_params(&m, v, &r);
+    int init_ok = 1;
+    for (int l = 0; l < m.num_layers; l++) {
+        const pfl_layer *ly = &m.layers[l];
+        if (ly->init != PFL_INIT_BATCHNORM) continue;
+        const size_t C = ly->length / 2;
+        for (size_t i = 0; i < ly->length; i++) init_ok &= v[ly->offset + i] == (i < C ? 1.0f : 0.0f);
+        for (size_t i = 0; i < ly->state_length; i++) init_ok &= v[ly->state_offset + i] == (i < C ? 0.0f : 1.0f);
+    }
+    CHECK(init_ok, "BatchNorm init is not weight 1, bias 0, running mean 0, running variance 1");
+    free(v);
+    CHECK(pfl_model_basic_block(&m, "x", 4, 1) < 0 || m.num_ops > 0, "unreachable");
+    pfl_model bad;
+    CHECK(pfl_model_begin(&bad, "bad", 3, 8, 8, 5) == 0 && pfl_model_basic_block(&bad, "layer1.0", 3, 1) < 0,
+          "a residual block on the network input with an identity shortcut was accepted");
+    CHECK(pfl_model_begin(&bad, "bad", 3, 8, 8, 5) == 0 && pfl_model_conv(&bad, "c", 4, 3, 1, 1, false) == 0 &&
+              pfl_model_finish(&bad) < 0,
+          "a network whose output is not `classes` values was accepted");
+}
+
+/* Backward against finite differences (BatchNorm in training mode: the
+ * batch statistics move with every parameter), a batch in a larger
+ * workspace, accumulation, pfl_backward_top, and what training mode does
+ * and does not change. */
+static void test_residual_model(void) {
+    const int B = 3;
+    printf("small residual network 3x8x8, B=%d: backward vs finite differences (BatchNorm in training mode)\n", B);
+    model_case mc;
+    if (build_mini_resnet(&mc.m) || model_case_init(&mc, 7, 91)) return;
+    model_case fd = mc;
+    fd.params = falloc((long)pfl_model_vector_len(&mc.m));
+    memcpy(fd.params, mc.params, sizeof(float) * pfl_model_vector_len(&mc.m));
+    fd.x = falloc((long)B * pfl_model_input_size(&mc.m));
+    memcpy(fd.x, mc.x, sizeof(float) * (size_t)B * (size_t)pfl_model_input_size(&mc.m));
+    fd.y = malloc((size_t)B);
+    memcpy(fd.y, mc.y, (size_t)B);
+    model_fd_check(&fd, "mini-resnet", B, 40, 92); /* frees fd */
+
+    const pfl_model *m = &mc.m;
+    const long P = (long)m->num_params, V = (long)pfl_model_vector_len(m), L = (long)B * m->classes;
+    pfl_workspace *exact = pfl_workspace_create(m, B), *big = pfl_workspace_create(m, 7);
+    CHECK(exact && big, "workspace: %s", pfl_errmsg());
+    if (!exact || !big) goto out;
+    float *g1 = falloc(P), *g2 = falloc(P), *g_top = falloc(P), *z1 = falloc(L), *saved = falloc(V);
+
+    /* a smaller batch in a bigger workspace, after a full one */
+    pfl_forward_loss(big, mc.params, mc.x, mc.y, 7, true, NULL);
+    pfl_backward(big, mc.params, mc.y, g2);
+    memset(g2, 0, sizeof(float) * (size_t)P);
+    memcpy(z1, pfl_forward(exact, mc.params, mc.x, B, true, NULL), sizeof(float) * (size_t)L);
+    pfl_forward_loss(exact, mc.params, mc.x, mc.y, B, true, NULL);
+    pfl_backward(exact, mc.params, mc.y, g1);
+    double dz = max_rel_diff(pfl_forward(big, mc.params, mc.x, B, true, NULL), z1, L);
+    pfl_forward_loss(big, mc.params, mc.x, mc.y, B, true, NULL);
+    pfl_backward(big, mc.params, mc.y, g2);
+    double dg = max_rel_diff(g2, g1, P);
+    printf("  B=%d in a workspace for 7: logits %.2e, grads %.2e\n", B, dz, dg);
+    CHECK(dz <= 1e-6 && dg <= 1e-6, "results depend on the workspace size (logits %.3e, grads %.3e)", dz, dg);
+
+    /* accumulation: twice = 2 x once */
+    pfl_forward_loss(exact, mc.params, mc.x, mc.y, B, true, NULL);
+    pfl_backward(exact, mc.params, mc.y, g2);
+    for (long i = 0; i < P; i++) g2[i] -= 2.0f * g1[i];
+    double dacc = max_abs(g2, P) / max_abs(g1, P);
+    CHECK(dacc <= 1e-6, "backward does not accumulate (%.3e)", dacc);
+
+    /* backward_top from layer2.0.conv2: the layers above get the full
+     * backward's gradients, the layers below nothing (the downsample path,
+     * later in op order than conv2's input, must not write below) */
+    int first = -1;
+    for (int l = 0; l < m->num_layers; l++)
+        if (strcmp(m->layers[l].name, "layer2.0.conv2") == 0) first = l;
+    pfl_forward_loss(exact, mc.params, mc.x, mc.y, B, true, NULL);
+    pfl_backward_top(exact, mc.params, mc.y, g_top, first);
+    const size_t split = m->layers[first].offset;
+    double d_above = max_rel_diff(g_top + split, g1 + split, P - (long)split), below = max_abs(g_top, (long)split);
+    printf("  backward_top from layer %s: above %.2e, below max |g| %.1e\n", m->layers[first].name, d_above, below);
+    CHECK(d_above <= 1e-6 && below == 0.0, "backward_top: above differs by %.3e, below has %.3e", d_above, below);
+
+    /* training mode: batch statistics (logits differ from evaluation mode),
+     * the vector untouched by the forward, running statistics moved only by
+     * pfl_update_running_stats, and evaluation mode follows them */
+    memcpy(saved, mc.params, sizeof(float) * (size_t)V);
+    memcpy(z1, pfl_forward(exact, mc.params, mc.x, B, false, NULL), sizeof(float) * (size_t)L);
+    double d_mode = max_rel_diff(pfl_forward(exact, mc.params, mc.x, B, true, NULL), z1, L);
+    CHECK(memcmp(saved, mc.params, sizeof(float) * (size_t)V) == 0, "a forward wrote the model vector");
+    pfl_update_running_stats(exact, mc.params);
+    CHECK(memcmp(saved, mc.params, sizeof(float) * (size_t)P) == 0, "the running-statistics update moved parameters");
+    const double moved = max_rel_diff(mc.params + P, saved + P, V - P);
+    double d_eval = max_rel_diff(pfl_forward(exact, mc.params, mc.x, B, false, NULL), z1, L);
+    memcpy(g2, mc.params + P, sizeof(float) * (size_t)(V - P));
+    pfl_update_running_stats(exact, mc.params); /* after an evaluation forward: nothing */
+    const int eval_kept = memcmp(g2, mc.params + P, sizeof(float) * (size_t)(V - P)) == 0;
+    printf("  train vs eval logits %.2e; running statistics moved %.2e; eval logits after the update moved %.2e\n",
+           d_mode, moved, d_eval);
+    CHECK(d_mode > 1e-3 && moved > 1e-3 && d_eval > 1e-4 && eval_kept,
+          "BatchNorm modes: train vs eval %.3e, update %.3e, eval after update %.3e, update after eval %s", d_mode,
+          moved, d_eval, eval_kept ? "kept" : "moved");
+    free(g1), free(g2), free(g_top), free(z1), free(saved);
+out:
+    pfl_workspace_free(exact);
+    pfl_workspace_free(big);
+    model_case_free(&mc);
+}
+
 /* ---- SGD ---- */
 
 static void test_sgd(void) {
@@ -1022,6 +1384,17 @@ int main(void) {
     test_maxpool(2, 2, 7, 9, 2, 2, 22); /* odd sizes: last row and column dropped */
     test_maxpool(1, 2, 7, 8, 3, 2, 23); /* overlapping windows: one input can win twice */
     test_maxpool(2, 1, 5, 6, 3, 1, 24);
+    test_maxpool_pad(2, 2, 8, 8, 3, 2, 1, 25); /* ResNet's stem pooling */
+    test_maxpool_pad(1, 2, 7, 5, 3, 2, 1, 26); /* odd sizes: windows hanging over two edges */
+    test_avgpool(2, 3, 4, 5, 27);
+    test_avgpool(3, 2, 1, 1, 28);
+
+    test_batchnorm(3, 4, 3, 5, true, 41);
+    test_batchnorm(3, 4, 3, 5, false, 42);
+    test_batchnorm(4, 3, 1, 1, true, 43); /* one value per sample: ResNet's last stage on 32x32 */
+    test_conv_bias(2, 3, 6, 6, 4, 3, 1, 1, false, 44);
+    test_conv_bias(6, 2, 4, 4, 3, 3, 1, 1, false, 45); /* 16 positions: groups of 4 samples, 4 + 2 */
+    test_conv_bias(5, 3, 3, 3, 4, 1, 2, 0, true, 46);  /* 1x1 stride 2 (a downsample), 2x2 output */
 
     test_relu();
     test_dropout(0.3f, 31);
@@ -1042,6 +1415,8 @@ int main(void) {
     test_model_fd("tsdp-cnn", 3, 32, 32, 10, 2, 12, 67); /* no rng: dropout is the identity */
     test_model_batches("mnist-cnn", 1, 28, 28, 10, 74);
     test_model_batches("tsdp-cnn", 3, 32, 32, 10, 75);
+    test_residual_tables();
+    test_residual_model();
 
     test_sgd();
     TEST_MAIN_END();

@@ -275,6 +275,339 @@ done:
     fixture_free(&fx);
 }
 
+/* ---- format 2: generated parameters, sampled gradients (resnet18, resnet18-cifar, alexnet) ----
+ *
+ * scripts/make_fixtures.py (write_v2) documents the file. The parameters and
+ * running statistics are generated here exactly as numpy generated them
+ * (fixture_value), so only the results are stored: the step's logits and
+ * loss, per parameter tensor its gradient norm, largest |entry| and up to
+ * 1024 sampled entries, the running statistics after the step and the
+ * evaluation-mode logits after it. The reference is PyTorch's float64 result:
+ * exact for our purpose, so what is measured is pfl's own float32 error.
+ *
+ * Tolerance. Element-wise agreement to 1e-4 is not a property of float32 on
+ * an 18-layer BatchNorm network: PyTorch's own float32 gradients differ from
+ * its float64 ones by up to 5e-3 in single entries (measured on these
+ * fixtures' nets; BatchNorm over few values per channel and ReLU kinks
+ * amplify rounding), while a whole tensor agrees to ~1e-5. So each tensor is
+ * held to REL_TOL in relative L2 norm over its sampled entries,
+ * ||pfl - ref|| / ||ref||, and its norm and largest |entry| to REL_TOL
+ * relative; the logits, the running statistics and the evaluation logits to
+ * REL_TOL in relative L2, the loss to REL_TOL. The worst single entry is
+ * printed for information. A wrong index, a missing term or a slipped
+ * stride moves a tensor by O(1) in these measures, a rounding difference by
+ * ~1e-5. The layers themselves are checked entry by entry against finite
+ * differences in tests/test_layers.c. */
+
+/* ||a - b|| / ||b|| over n values (idx NULL) or over b's sampled positions. */
+static double rel_l2(const float *a, const int32_t *idx, const float *b, long n, double *worst_entry) {
+    double d2 = 0.0, b2 = 0.0, bmax = 0.0;
+    for (long j = 0; j < n; j++) bmax = fmax(bmax, fabs(b[j]));
+    *worst_entry = 0.0;
+    for (long j = 0; j < n; j++) {
+        const double d = (double)a[idx ? idx[j] : j] - (double)b[j];
+        d2 += d * d, b2 += (double)b[j] * b[j];
+        const double scale = fmax(fabs(b[j]), FLOOR_FRACTION * bmax);
+        if (scale > 0.0) *worst_entry = fmax(*worst_entry, fabs(d) / scale);
+    }
+    return b2 > 0.0 ? sqrt(d2 / b2) : (d2 > 0.0 ? INFINITY : 0.0);
+}
+
+static int compare_l2(const char *what, const float *a, const float *b, long n) {
+    double worst;
+    const double rel = rel_l2(a, NULL, b, n, &worst);
+    const int ok = rel <= REL_TOL;
+    printf("  %-30s n=%-8ld relative L2 %.2e (worst entry %.2e)  %s\n", what, n, rel, worst, ok ? "ok" : "FAIL");
+    CHECK(ok, "%s: relative L2 difference %.3e", what, rel);
+    return ok;
+}
+
+typedef struct {
+    char name[41];
+    int ndim, shape[4];
+    float center, scale;
+    long length;
+} tensor2;
+
+typedef struct {
+    double norm;
+    float max_abs;
+    int k;
+    int32_t *idx;
+    float *val;
+} grad_sample;
+
+typedef struct {
+    char model[17];
+    int B, C, H, W, classes, train, seed, T, S;
+    tensor2 *tensors; /* T parameter tensors, then S state tensors */
+    float *x;
+    uint8_t *labels;
+    float *logits, loss, *state_after, *eval_logits;
+    grad_sample *grads;
+    long state_len;
+} fixture2;
+
+/* The fixture's parameter generator (make_fixtures.py: hash_u16 and
+ * param_values): exact in float32, so pfl gets PyTorch's bits. */
+static float fixture_value(uint32_t seed, uint32_t t, uint32_t i, float center, float scale) {
+    uint32_t x = seed * 0x9E3779B1u + t * 0x85EBCA77u + i * 0xC2B2AE3Du;
+    x ^= x >> 16;
+    x *= 0x7FEB352Du;
+    x ^= x >> 15;
+    x *= 0x846CA68Bu;
+    x ^= x >> 16;
+    const int32_t k = (int32_t)(x >> 16) - 32768;
+    return center + scale * ((float)k / 65536.0f);
+}
+
+static void fixture2_free(fixture2 *fx) {
+    for (int t = 0; fx->grads && t < fx->T; t++) free(fx->grads[t].idx), free(fx->grads[t].val);
+    free(fx->grads);
+    free(fx->tensors);
+    free(fx->x);
+    free(fx->labels);
+    free(fx->logits);
+    free(fx->state_after);
+    free(fx->eval_logits);
+    memset(fx, 0, sizeof *fx);
+}
+
+static int read_f64(FILE *f, double *v) {
+    unsigned char b[8];
+    if (read_bytes(f, b, 8)) return -1;
+    uint64_t u = 0;
+    for (int i = 7; i >= 0; i--) u = u << 8 | b[i];
+    memcpy(v, &u, sizeof *v);
+    return 0;
+}
+
+static int fixture2_load(fixture2 *fx, const char *path) {
+    memset(fx, 0, sizeof *fx);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "%s: missing fixture: %s (regenerate with scripts/make_fixtures.py)\n", path, strerror(errno));
+        return -1;
+    }
+    const char *why = "truncated";
+    char magic[8], name[16];
+    int32_t h[10];
+    if (read_bytes(f, magic, 8) || memcmp(magic, "PFLFIX02", 8) != 0) {
+        why = "bad magic (expected PFLFIX02)";
+        goto fail;
+    }
+    if (read_bytes(f, name, 16)) goto fail;
+    for (int i = 0; i < 10; i++)
+        if (read_i32(f, &h[i])) goto fail;
+    memcpy(fx->model, name, 16);
+    fx->B = h[0], fx->C = h[1], fx->H = h[2], fx->W = h[3], fx->classes = h[4], fx->train = h[5], fx->seed = h[6];
+    fx->T = h[8], fx->S = h[9];
+    if (fx->B <= 0 || fx->B > 64 || fx->C <= 0 || fx->H <= 0 || fx->W <= 0 || fx->classes <= 1 || fx->classes > 256 ||
+        fx->T <= 0 || fx->T > PFL_MAX_TENSORS || fx->S < 0 || fx->S > PFL_MAX_STATE_TENSORS) {
+        why = "implausible header";
+        goto fail;
+    }
+    fx->tensors = calloc((size_t)(fx->T + fx->S), sizeof *fx->tensors);
+    fx->grads = calloc((size_t)fx->T, sizeof *fx->grads);
+    if (!fx->tensors || !fx->grads) goto fail;
+    for (int t = 0; t < fx->T + fx->S; t++) {
+        tensor2 *tt = &fx->tensors[t];
+        int32_t nd, sh[4];
+        float cs[2];
+        if (read_bytes(f, tt->name, 40) || read_i32(f, &nd) || nd < 1 || nd > 4) goto fail;
+        tt->name[40] = '\0';
+        tt->ndim = nd, tt->length = 1;
+        for (int d = 0; d < 4; d++) {
+            if (read_i32(f, &sh[d])) goto fail;
+            tt->shape[d] = sh[d];
+            if (d < nd) tt->length *= sh[d];
+        }
+        if (read_f32s(f, cs, 2)) goto fail;
+        tt->center = cs[0], tt->scale = cs[1];
+        if (t >= fx->T) fx->state_len += tt->length;
+    }
+    const long in_n = (long)fx->B * fx->C * fx->H * fx->W, logit_n = (long)fx->B * fx->classes;
+    fx->x = malloc(sizeof(float) * (size_t)in_n);
+    fx->labels = malloc((size_t)fx->B);
+    fx->logits = malloc(sizeof(float) * (size_t)logit_n);
+    fx->eval_logits = malloc(sizeof(float) * (size_t)logit_n);
+    fx->state_after = malloc(sizeof(float) * (size_t)(fx->state_len ? fx->state_len : 1));
+    if (!fx->x || !fx->labels || !fx->logits || !fx->eval_logits || !fx->state_after) goto fail;
+    if (read_f32s(f, fx->x, in_n)) goto fail;
+    for (int n = 0; n < fx->B; n++) {
+        int32_t y;
+        if (read_i32(f, &y) || y < 0 || y >= fx->classes) goto fail;
+        fx->labels[n] = (uint8_t)y;
+    }
+    if (read_f32s(f, fx->logits, logit_n) || read_f32s(f, &fx->loss, 1)) goto fail;
+    for (int t = 0; t < fx->T; t++) {
+        grad_sample *g = &fx->grads[t];
+        int32_t k;
+        if (read_f64(f, &g->norm) || read_f32s(f, &g->max_abs, 1) || read_i32(f, &k) || k < 1 ||
+            k > fx->tensors[t].length)
+            goto fail;
+        g->k = k;
+        g->idx = malloc(sizeof(int32_t) * (size_t)k);
+        g->val = malloc(sizeof(float) * (size_t)k);
+        if (!g->idx || !g->val) goto fail;
+        for (int j = 0; j < k; j++)
+            if (read_i32(f, &g->idx[j]) || g->idx[j] < 0 || g->idx[j] >= fx->tensors[t].length ||
+                read_f32s(f, &g->val[j], 1))
+                goto fail;
+    }
+    if (read_f32s(f, fx->state_after, fx->state_len) || read_f32s(f, fx->eval_logits, logit_n)) goto fail;
+    char end[9] = {0};
+    if (read_bytes(f, end, 8) || memcmp(end, "PFLFIXND", 8) != 0 || fgetc(f) != EOF) {
+        why = "end marker missing or trailing bytes";
+        goto fail;
+    }
+    fclose(f);
+    return 0;
+fail:
+    fprintf(stderr, "%s: %s\n", path, why);
+    fclose(f);
+    fixture2_free(fx);
+    return -1;
+}
+
+/* One gradient tensor against its sample (see the tolerance above). */
+static int compare_sampled(const char *what, const float *g, long n, const grad_sample *ref) {
+    double mx = 0.0, norm = 0.0, worst;
+    for (long i = 0; i < n; i++) {
+        mx = fmax(mx, fabs(g[i]));
+        norm += (double)g[i] * g[i];
+    }
+    norm = sqrt(norm);
+    const double rel = rel_l2(g, ref->idx, ref->val, ref->k, &worst);
+    const double rel_max = fabs(mx - ref->max_abs) / fmax(ref->max_abs, 1e-30);
+    const double rel_norm = fabs(norm - ref->norm) / fmax(ref->norm, 1e-30);
+    const int ok = rel <= REL_TOL && rel_max <= REL_TOL && rel_norm <= REL_TOL;
+    printf("  %-30s n=%-8ld sampled %-5d relative L2 %.2e  max %.2e  norm %.2e (worst entry %.2e)  %s\n", what, n,
+           ref->k, rel, rel_max, rel_norm, worst, ok ? "ok" : "FAIL");
+    CHECK(ok, "%s: relative L2 %.3e, largest |g| off by %.3e, norm by %.3e", what, rel, rel_max, rel_norm);
+    return ok;
+}
+
+static void run_fixture2(const char *case_name, const fixture2 *fx, const pfl_model *m) {
+    printf("%s (%s, B=%d, input %dx%dx%d, %s-mode step):\n", case_name, fx->model, fx->B, fx->C, fx->H, fx->W,
+           fx->train ? "training" : "evaluation");
+    const size_t V = pfl_model_vector_len(m);
+    float *vec = malloc(sizeof(float) * V), *grads = calloc(m->num_params, sizeof(float));
+    pfl_workspace *ws = pfl_workspace_create(m, fx->B);
+    CHECK(vec && grads && ws, "out of memory: %s", pfl_errmsg());
+    if (!vec || !grads || !ws) goto done;
+    for (int t = 0; t < fx->T + fx->S; t++) {
+        const tensor2 *tt = &fx->tensors[t];
+        const pfl_tensor *pt = t < fx->T ? &m->tensors[t] : &m->state_tensors[t - fx->T];
+        for (long i = 0; i < tt->length; i++)
+            vec[pt->offset + (size_t)i] = fixture_value((uint32_t)fx->seed, (uint32_t)t, (uint32_t)i, tt->center, tt->scale);
+    }
+    float *x = pfl_workspace_input(ws);
+    memcpy(x, fx->x, sizeof(float) * (size_t)fx->B * (size_t)pfl_model_input_size(m));
+    compare_l2("logits", pfl_forward(ws, vec, x, fx->B, fx->train, NULL), fx->logits, (long)fx->B * fx->classes);
+    /* the step: forward (recording batch statistics), running-statistics update, backward */
+    const float loss = pfl_forward_loss(ws, vec, x, fx->labels, fx->B, fx->train, NULL);
+    pfl_update_running_stats(ws, vec);
+    const double dl = fabs((double)loss - (double)fx->loss);
+    printf("  %-16s pfl %.8f torch %.8f  rel diff %.3e  %s\n", "loss", (double)loss, (double)fx->loss,
+           dl / fabs((double)fx->loss), dl <= REL_TOL * fabs((double)fx->loss) ? "ok" : "FAIL");
+    CHECK(dl <= REL_TOL * fabs((double)fx->loss), "loss: pfl %.8f torch %.8f", (double)loss, (double)fx->loss);
+    pfl_backward(ws, vec, fx->labels, grads);
+    int all_ok = 1;
+    for (int t = 0; t < fx->T; t++)
+        all_ok &= compare_sampled(m->tensors[t].name, grads + m->tensors[t].offset, (long)m->tensors[t].length,
+                                  &fx->grads[t]);
+    printf("  all gradients %s\n", all_ok ? "ok" : "NOT ok");
+    for (int t = 0; t < fx->S; t++) {
+        const pfl_tensor *st = &m->state_tensors[t];
+        compare_l2(st->name, vec + st->offset, fx->state_after + (st->offset - m->num_params), (long)st->length);
+    }
+    compare_l2("eval logits", pfl_forward(ws, vec, x, fx->B, false, NULL), fx->eval_logits, (long)fx->B * fx->classes);
+done:
+    free(vec);
+    free(grads);
+    pfl_workspace_free(ws);
+}
+
+static void test_case2(const char *dir, const char *case_name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.bin", dir, case_name);
+    fixture2 fx;
+    int loaded = fixture2_load(&fx, path) == 0;
+    CHECK(loaded, "fixture %s could not be loaded (see the message above)", path);
+    if (!loaded) return;
+    pfl_model *m = malloc(sizeof *m);
+    int built = m && pfl_model_build(m, fx.model, fx.C, fx.H, fx.W, fx.classes) == 0;
+    CHECK(built, "%s: pfl_model_build(%s): %s", path, fx.model, pfl_errmsg());
+    if (!built) goto done;
+    /* PyTorch's parameters() and running statistics: same names, shapes, order */
+    CHECK(m->num_tensors == fx.T && m->num_state_tensors == fx.S, "%s: pfl has %d + %d tensors, torch %d + %d",
+          case_name, m->num_tensors, m->num_state_tensors, fx.T, fx.S);
+    if (m->num_tensors != fx.T || m->num_state_tensors != fx.S) goto done;
+    for (int t = 0; t < fx.T + fx.S; t++) {
+        const pfl_tensor *pt = t < fx.T ? &m->tensors[t] : &m->state_tensors[t - fx.T];
+        const tensor2 *tt = &fx.tensors[t];
+        int same = strcmp(pt->name, tt->name) == 0 && pt->ndim == tt->ndim && (long)pt->length == tt->length;
+        for (int d = 0; same && d < pt->ndim; d++) same = pt->shape[d] == tt->shape[d];
+        CHECK(same, "%s tensor %d: pfl '%s', torch '%s' (or shapes differ)", case_name, t, pt->name, tt->name);
+        if (!same) goto done;
+    }
+    run_fixture2(case_name, &fx, m);
+done:
+    free(m);
+    fixture2_free(&fx);
+}
+
+/* ---- parameter counts of every model against PyTorch's ---- */
+
+/* tests/fixtures/param_counts.tsv (make_fixtures.py): per model and input
+ * shape, PyTorch's parameter count and running-statistics count. Every
+ * model pfl knows must appear in it. */
+static void test_param_counts(const char *dir) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/param_counts.tsv", dir);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "%s: %s", path, strerror(errno));
+    if (!f) return;
+    printf("parameter counts against PyTorch (%s):\n", path);
+    char line[256], seen[1024] = ",";
+    int rows = 0;
+    pfl_model *m = malloc(sizeof *m);
+    while (m && fgets(line, sizeof line, f)) {
+        if (line[0] == '#') continue;
+        char name[32];
+        int c, h, w, k;
+        long params, state;
+        if (sscanf(line, "%31s %d %d %d %d %ld %ld", name, &c, &h, &w, &k, &params, &state) != 7) {
+            CHECK(0, "%s: bad line '%s'", path, line);
+            continue;
+        }
+        rows++;
+        int built = pfl_model_build(m, name, c, h, w, k) == 0;
+        CHECK(built, "pfl_model_build(%s, %dx%dx%d, %d): %s", name, c, h, w, k, pfl_errmsg());
+        if (!built) continue;
+        const int ok = (long)m->num_params == params && (long)m->num_state == state;
+        printf("  %-15s %dx%dx%d/%-3d  pfl %9zu + %4zu state   torch %9ld + %4ld  %s\n", name, c, h, w, k, m->num_params,
+               m->num_state, params, state, ok ? "ok" : "FAIL");
+        CHECK(ok, "%s %dx%dx%d/%d: pfl %zu parameters + %zu state, PyTorch %ld + %ld", name, c, h, w, k, m->num_params,
+              m->num_state, params, state);
+        char key[40]; /* the model's name without options ("fasttext:98635:32" is fasttext) */
+        snprintf(key, sizeof key, "%.*s,", (int)strcspn(name, ":"), name);
+        if (!strstr(seen, key) && strlen(seen) + strlen(key) < sizeof seen) strcat(seen, key);
+    }
+    fclose(f);
+    free(m);
+    CHECK(rows > 0, "%s: no rows", path);
+    /* every model pfl knows is in the file */
+    char names[512];
+    snprintf(names, sizeof names, "%s", pfl_model_names);
+    for (char *tok = strtok(names, ", "); tok; tok = strtok(NULL, ", ")) {
+        char key[40]; /* without the options' syntax: "fasttext[:VOCAB[:DIM]]" is fasttext */
+        snprintf(key, sizeof key, ",%.*s,", (int)strcspn(tok, "["), tok);
+        CHECK(strstr(seen, key) != NULL, "model %s has no PyTorch count in %s (add it to make_fixtures.py)", tok, path);
+    }
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* keep report lines and FAIL lines (stderr) in order */
     const char *dir = getenv("PFL_FIXTURES");
@@ -288,5 +621,11 @@ int main(void) {
     test_case(dir, "mnist_cnn");
     test_case(dir, "cifar_cnn");
     test_case(dir, "tsdp_cnn"); /* torch in eval mode: dropout is the identity, as pfl without an rng */
+    test_case(dir, "fasttext"); /* fasttext:500:64 on 200 token ids: embedding mean, fc1, fc */
+    /* format 2: training-mode step (BatchNorm batch statistics, running statistics updated) */
+    test_case2(dir, "resnet18");
+    test_case2(dir, "resnet18_cifar"); /* 16x16 inputs (see make_fixtures.py) */
+    test_case2(dir, "alexnet");        /* evaluation mode: dropout is the identity */
+    test_param_counts(dir);
     TEST_MAIN_END();
 }

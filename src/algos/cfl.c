@@ -24,7 +24,9 @@
  *
  * The personalized model of a client is its cluster's model. Only full
  * participation (--join 1) is supported, as in the paper's experiments: the
- * bipartition must see every member's update. */
+ * bipartition must see every member's update. With --drop-rate, the members
+ * that dropped out of a round are not seen: a split divides the members that
+ * arrived, and the others stay in the cluster under its old id. */
 #include "algos/cfl.h"
 
 #include <cblas.h>
@@ -94,7 +96,7 @@ static void cfl_destroy(pfl_fl *fl) {
 static int cfl_create(pfl_fl *fl) {
     const pfl_config *cfg = &fl->cfg;
     const int N = cfg->clients;
-    const size_t P = fl->model->num_params;
+    const size_t P = pfl_model_vector_len(fl->model); /* cluster models are whole vectors */
     if (cfg->join != 1.0) return pfl_err("cfl: --join %g: CFL needs every client every round (--join 1)", cfg->join);
     if (!(cfg->algo.cfl_eps1 >= 0.0f) || !(cfg->algo.cfl_eps2 >= 0.0f))
         return pfl_err("cfl: --cfl-eps1 and --cfl-eps2 must be >= 0");
@@ -102,6 +104,9 @@ static int cfl_create(pfl_fl *fl) {
     if (cfg->modules.ala || cfg->modules.flayer_agg || cfg->modules.flayer_mask)
         return pfl_err("cfl: --ala, --flayer-agg and --flayer-mask are not supported (CFL trains from its "
                        "cluster's model and needs the full updates)");
+    if (cfg->bn != PFL_BN_SHARED)
+        return pfl_err("cfl: --bn local and stats-local are not supported (CFL trains from its cluster's model, "
+                       "not the client's own)");
     pfl_cfl_state *s = pfl_calloc(1, sizeof *s);
     if (!(fl->algo_state = s)) return -1;
     s->eps1 = cfg->algo.cfl_eps1, s->eps2 = cfg->algo.cfl_eps2, s->warmup = cfg->algo.cfl_warmup;
@@ -118,12 +123,12 @@ static int cfl_create(pfl_fl *fl) {
 }
 
 static float *cluster_model(const pfl_fl *fl, const pfl_cfl_state *s, int c) {
-    return s->models + fl->model->num_params * (size_t)c;
+    return s->models + pfl_model_vector_len(fl->model) * (size_t)c;
 }
 
 static void cfl_local_init(pfl_fl *fl, int client, float *model) {
     const pfl_cfl_state *s = fl->algo_state;
-    memcpy(model, cluster_model(fl, s, s->cluster[client]), fl->model->num_params * sizeof(float));
+    memcpy(model, cluster_model(fl, s, s->cluster[client]), pfl_model_vector_len(fl->model) * sizeof(float));
 }
 
 static const float *cfl_personal_model(pfl_fl *fl, int client, float *scratch) {
@@ -184,12 +189,13 @@ static int split(pfl_fl *fl, pfl_cfl_state *s, const int *clients, float *const 
     }
     if (pfl_cfl_bipartition(labels, sim, m)) goto done;
     const int id = s->clusters;
-    if (!(grown = realloc(s->models, sizeof(float) * P * (size_t)(id + 1)))) {
+    const size_t V = pfl_model_vector_len(fl->model);
+    if (!(grown = realloc(s->models, sizeof(float) * V * (size_t)(id + 1)))) {
         pfl_err("out of memory");
         goto done;
     }
     s->models = grown;
-    memcpy(cluster_model(fl, s, id), cluster_model(fl, s, c), sizeof(float) * P);
+    memcpy(cluster_model(fl, s, id), cluster_model(fl, s, c), sizeof(float) * V);
     for (int a = 0; a < m; a++)
         if (labels[a]) s->cluster[clients[s->members[a]]] = id;
     s->splits[s->num_splits++] =
@@ -211,14 +217,17 @@ static void cluster_mean(pfl_fl *fl, pfl_cfl_state *s, const int *clients, float
     double total = 0.0;
     for (int a = 0; a < m; a++) total += fl->part->clients[clients[s->members[a]]].n_train;
     if (total <= 0.0) return;
-    for (int l = 0; l < mdl->num_layers; l++) {
-        const size_t off = mdl->layers[l].offset, len = mdl->layers[l].length;
-        memset(theta + off, 0, len * sizeof(float));
-        for (int a = 0; a < m; a++) {
-            const float weight = (float)(fl->part->clients[clients[s->members[a]]].n_train / total);
-            cblas_saxpy((int)len, weight, uploads[s->members[a]] + off, 1, theta + off, 1);
+    for (int l = 0; l < mdl->num_layers; l++)
+        for (int part = 0; part < 2; part++) { /* the parameters, then the running statistics */
+            const size_t off = part ? mdl->layers[l].state_offset : mdl->layers[l].offset;
+            const size_t len = part ? mdl->layers[l].state_length : mdl->layers[l].length;
+            if (len == 0) continue;
+            memset(theta + off, 0, len * sizeof(float));
+            for (int a = 0; a < m; a++) {
+                const float weight = (float)(fl->part->clients[clients[s->members[a]]].n_train / total);
+                cblas_saxpy((int)len, weight, uploads[s->members[a]] + off, 1, theta + off, 1);
+            }
         }
-    }
 }
 
 static void cfl_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
@@ -239,6 +248,76 @@ static void cfl_aggregate(pfl_fl *fl, const int *clients, int n, float *const *u
     pfl_default_aggregate(fl, clients, n, uploads);
 }
 
+/* Checkpoints: the clusters, their models, last norms and the splits so far. */
+static int cfl_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
+    const pfl_cfl_state *s = fl->algo_state;
+    const int N = fl->cfg.clients;
+    const size_t V = pfl_model_vector_len(fl->model); /* cluster models are whole vectors */
+    int *split_ints = pfl_malloc(sizeof(int) * 4 * (size_t)(s->num_splits + 1));
+    double *split_norms = pfl_malloc(sizeof(double) * 2 * (size_t)(s->num_splits + 1));
+    int rc = -1;
+    if (!split_ints || !split_norms) goto done;
+    for (int k = 0; k < s->num_splits; k++) {
+        const pfl_cfl_split *p = &s->splits[k];
+        int *i = split_ints + 4 * k;
+        i[0] = p->round, i[1] = p->cluster, i[2] = p->new_cluster, i[3] = p->size;
+        split_norms[2 * k] = p->mean_norm, split_norms[2 * k + 1] = p->max_norm;
+    }
+    rc = pfl_ckpt_put_int(w, "cfl.clusters", s->clusters) || pfl_ckpt_put_i32(w, "cfl.cluster", s->cluster, (size_t)N) ||
+                 pfl_ckpt_put_f32(w, "cfl.models", s->models, V * (size_t)s->clusters) ||
+                 pfl_ckpt_put_f64(w, "cfl.mean_norm", s->mean_norm, (size_t)N) ||
+                 pfl_ckpt_put_f64(w, "cfl.max_norm", s->max_norm, (size_t)N) ||
+                 pfl_ckpt_put_int(w, "cfl.num_splits", s->num_splits) ||
+                 pfl_ckpt_put_i32(w, "cfl.split_ids", split_ints, 4 * (size_t)s->num_splits) ||
+                 pfl_ckpt_put_f64(w, "cfl.split_norms", split_norms, 2 * (size_t)s->num_splits)
+             ? -1
+             : 0;
+done:
+    free(split_ints);
+    free(split_norms);
+    return rc;
+}
+
+static int cfl_load(pfl_fl *fl, pfl_ckpt_reader *r) {
+    pfl_cfl_state *s = fl->algo_state;
+    const int N = fl->cfg.clients;
+    const size_t V = pfl_model_vector_len(fl->model); /* cluster models are whole vectors */
+    int64_t clusters, num_splits;
+    if (pfl_ckpt_get_int(r, "cfl.clusters", &clusters) || pfl_ckpt_get_int(r, "cfl.num_splits", &num_splits)) return -1;
+    /* every split adds one cluster, and there are at most N clusters */
+    if (clusters < 1 || clusters > N || num_splits != clusters - 1)
+        return pfl_err("%s: cfl: %lld clusters after %lld splits (of %d clients)", r->path, (long long)clusters,
+                       (long long)num_splits, N);
+    float *models = realloc(s->models, sizeof(float) * V * (size_t)clusters);
+    if (!models) return pfl_err("out of memory");
+    s->models = models;
+    s->clusters = (int)clusters, s->num_splits = (int)num_splits;
+    int *split_ints = pfl_malloc(sizeof(int) * 4 * (size_t)(num_splits + 1));
+    double *split_norms = pfl_malloc(sizeof(double) * 2 * (size_t)(num_splits + 1));
+    int rc = -1;
+    if (!split_ints || !split_norms || pfl_ckpt_get_i32(r, "cfl.cluster", s->cluster, (size_t)N) ||
+        pfl_ckpt_get_f32(r, "cfl.models", s->models, V * (size_t)clusters) ||
+        pfl_ckpt_get_f64(r, "cfl.mean_norm", s->mean_norm, (size_t)N) ||
+        pfl_ckpt_get_f64(r, "cfl.max_norm", s->max_norm, (size_t)N) ||
+        pfl_ckpt_get_i32(r, "cfl.split_ids", split_ints, 4 * (size_t)num_splits) ||
+        pfl_ckpt_get_f64(r, "cfl.split_norms", split_norms, 2 * (size_t)num_splits))
+        goto done;
+    for (int c = 0; c < N; c++)
+        if (s->cluster[c] < 0 || s->cluster[c] >= s->clusters) {
+            pfl_err("%s: cfl.cluster: client %d in cluster %d of %d", r->path, c, s->cluster[c], s->clusters);
+            goto done;
+        }
+    for (int k = 0; k < s->num_splits; k++) {
+        const int *i = split_ints + 4 * k;
+        s->splits[k] = (pfl_cfl_split){i[0], i[1], i[2], i[3], split_norms[2 * k], split_norms[2 * k + 1]};
+    }
+    rc = 0;
+done:
+    free(split_ints);
+    free(split_norms);
+    return rc;
+}
+
 const pfl_algo pfl_algo_cfl = {
     .name = "cfl",
     .description = "CFL: clustered FL, clusters bi-partitioned by the cosine similarity of updates when the mean "
@@ -249,4 +328,6 @@ const pfl_algo pfl_algo_cfl = {
     .local_init = cfl_local_init,
     .aggregate = cfl_aggregate,
     .personal_model = cfl_personal_model,
+    .save = cfl_save,
+    .load = cfl_load,
 };

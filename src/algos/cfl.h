@@ -26,7 +26,7 @@ typedef struct {
     int warmup;             /* no split in rounds 1..warmup */
     int clusters;           /* clusters so far (ids 0..clusters-1) */
     int *cluster;           /* per client: its cluster id */
-    float *models;          /* clusters x num_params: the cluster models */
+    float *models;          /* clusters x model vector: the cluster models */
     double *mean_norm;      /* per cluster: ||weighted mean update|| of its last round with members, or -1 */
     double *max_norm;       /* per cluster: max client update norm of that round, or -1 */
     pfl_cfl_split *splits;  /* the splits, in order (at most clients - 1) */

@@ -11,7 +11,7 @@
 
 static void ditto_init(pfl_fl *fl, int client, float *model) {
     (void)client;
-    memcpy(model, fl->global, fl->model->num_params * sizeof(float));
+    memcpy(model, fl->global, pfl_model_vector_len(fl->model) * sizeof(float));
 }
 
 static void ditto_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {

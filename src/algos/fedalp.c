@@ -27,7 +27,11 @@
  *    exceed the clients per round). A client that missed it trains from w_g
  *    the first time it is selected afterwards (it adds to the global update
  *    only) and then joins the group whose D_m is most cosine-similar to its
- *    update. */
+ *    update.
+ *  - --drop-rate: clients that dropped out of round T_pre missed the
+ *    clustering and are placed like those of join < 1; when fewer than M
+ *    uploads arrive in round T_pre, the clustering happens at the end of the
+ *    first later round with at least M. */
 #include "algos/fedalp.h"
 
 #include <math.h>
@@ -104,15 +108,18 @@ static int fedalp_create(pfl_fl *fl) {
     if (cfg->modules.ala || cfg->modules.flayer_agg || cfg->modules.flayer_mask)
         return pfl_err("fedalp: --ala, --flayer-agg and --flayer-mask are not supported (FedALP builds each "
                        "client's starting model from its group)");
+    if (cfg->bn != PFL_BN_SHARED)
+        return pfl_err("fedalp: --bn local and stats-local are not supported (FedALP builds each client's starting "
+                       "model from its group and the global model, not from the client's own)");
     pfl_fedalp_state *s = pfl_calloc(1, sizeof *s);
     if (!(fl->algo_state = s)) return -1;
     s->groups = M, s->beta = cfg->algo.beta;
     s->warmup = pfl_fedalp_warmup_rounds(cfg->algo.warmup, cfg->rounds);
     if (!(s->group = pfl_malloc(sizeof(int) * (size_t)N)) ||
-        !(s->models = pfl_malloc(sizeof(float) * P * (size_t)M)) ||
+        !(s->models = pfl_calloc((size_t)M, sizeof(float) * P)) || /* zero until clustered: checkpoints compare */
         !(s->psi = pfl_calloc((size_t)M * (size_t)L, sizeof(float))) || !(s->mix = pfl_malloc(sizeof(float) * P)) ||
         !(s->acc = pfl_malloc(sizeof(double) * P)) || !(s->corr = pfl_malloc(sizeof(double) * P)) ||
-        (per_round(cfg) < N && !(s->dirs = pfl_malloc(sizeof(float) * P * (size_t)M)))) {
+        ((per_round(cfg) < N || cfg->drop_rate > 0.0) && !(s->dirs = pfl_calloc((size_t)M, sizeof(float) * P)))) {
         fedalp_destroy(fl);
         return -1;
     }
@@ -135,12 +142,15 @@ static const float *start_model(pfl_fl *fl, int client, float *scratch) {
     const int m = s->clustered ? s->group[client] : -1;
     if (m < 0) return fl->global;
     pfl_fedalp_mix(scratch, fl->model, group_model(fl, s, m), fl->global, group_psi(fl, s, m));
+    /* group models hold parameters; the running statistics are the global ones */
+    const size_t P = fl->model->num_params;
+    memcpy(scratch + P, fl->global + P, fl->model->num_state * sizeof(float));
     return scratch;
 }
 
 static void fedalp_local_init(pfl_fl *fl, int client, float *model) {
     const float *from = start_model(fl, client, model);
-    if (from != model) memcpy(model, from, fl->model->num_params * sizeof(float));
+    if (from != model) memcpy(model, from, pfl_model_vector_len(fl->model) * sizeof(float));
 }
 
 static const float *fedalp_personal_model(pfl_fl *fl, int client, float *scratch) {
@@ -266,12 +276,38 @@ static void fedalp_aggregate(pfl_fl *fl, const int *clients, int n, float *const
     pfl_fedalp_state *s = fl->algo_state;
     if (s->clustered) {
         group_round(fl, clients, n, uploads);
-    } else if (fl->round == s->warmup) {
+    } else if (fl->round >= s->warmup && n >= s->groups) { /* round T_pre, unless too few arrived */
         if (cluster_round(fl, clients, n, uploads))
             fprintf(stderr, "[pfl] warning: fedalp: clustering failed (%s); staying with FedAvg\n", pfl_errmsg());
     } else {
         pfl_default_aggregate(fl, clients, n, uploads);
     }
+}
+
+/* Checkpoints: the groups, their models and Psi, and the clustering round's
+ * directions (config-derived fields and scratch are rebuilt by create). */
+static int fedalp_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
+    const pfl_fedalp_state *s = fl->algo_state;
+    const size_t P = fl->model->num_params, M = (size_t)s->groups;
+    if (pfl_ckpt_put_bool(w, "fedalp.clustered", &s->clustered, 1) ||
+        pfl_ckpt_put_i32(w, "fedalp.group", s->group, (size_t)fl->cfg.clients) ||
+        pfl_ckpt_put_f32(w, "fedalp.models", s->models, M * P) ||
+        pfl_ckpt_put_f32(w, "fedalp.psi", s->psi, M * (size_t)fl->model->num_layers))
+        return -1;
+    return s->dirs ? pfl_ckpt_put_f32(w, "fedalp.dirs", s->dirs, M * P) : 0;
+}
+
+static int fedalp_load(pfl_fl *fl, pfl_ckpt_reader *r) {
+    pfl_fedalp_state *s = fl->algo_state;
+    const size_t P = fl->model->num_params, M = (size_t)s->groups;
+    if (pfl_ckpt_get_bool(r, "fedalp.clustered", &s->clustered, 1) ||
+        pfl_ckpt_get_i32(r, "fedalp.group", s->group, (size_t)fl->cfg.clients) ||
+        pfl_ckpt_get_f32(r, "fedalp.models", s->models, M * P) ||
+        pfl_ckpt_get_f32(r, "fedalp.psi", s->psi, M * (size_t)fl->model->num_layers))
+        return -1;
+    for (int c = 0; c < fl->cfg.clients; c++)
+        if (s->group[c] < -1 || s->group[c] >= s->groups) return pfl_err("%s: fedalp.group: bad group", r->path);
+    return s->dirs ? pfl_ckpt_get_f32(r, "fedalp.dirs", s->dirs, M * P) : 0;
 }
 
 const pfl_algo pfl_algo_fedalp = {
@@ -284,4 +320,6 @@ const pfl_algo pfl_algo_fedalp = {
     .local_init = fedalp_local_init,
     .aggregate = fedalp_aggregate,
     .personal_model = fedalp_personal_model,
+    .save = fedalp_save,
+    .load = fedalp_load,
 };

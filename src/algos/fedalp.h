@@ -19,7 +19,7 @@ typedef struct {
     float *models;     /* M x num_params: the group models w_m */
     float *psi;        /* M x num_layers: Psi_m per layer */
     float *dirs;       /* M x num_params: D_m of the clustering round, to place clients that
-                        * missed it (join < 1 only; NULL otherwise) */
+                        * missed it (join < 1 or --drop-rate; NULL otherwise) */
     float *mix;        /* num_params scratch */
     double *acc;       /* num_params scratch */
     double *corr;      /* num_params scratch */

@@ -1,7 +1,7 @@
 /* FedAMP (Huang et al., AAAI 2021, "Personalized cross-silo federated
  * learning on non-IID data"): each client i keeps its model w_i (its state,
  * untouched by the broadcast) and the server keeps a personalized cloud model
- * u_i per client (N x num_params floats, inherent to the method). After the
+ * u_i per client (N model vectors, inherent to the method). After the
  * round's uploads the server passes messages on whole models (Eq. 6,
  * src/algos/amp.c):
  *
@@ -22,7 +22,7 @@
 #include "util/err.h"
 
 typedef struct {
-    float *u;      /* clients x num_params: the personalized cloud models */
+    float *u;      /* clients x model vector: the personalized cloud models */
     double *xi;    /* clients x clients: scratch weights */
     float **out;   /* clients: scratch pointers */
     bool warned;
@@ -30,7 +30,7 @@ typedef struct {
 
 static int fedamp_create(pfl_fl *fl) {
     const int N = fl->cfg.clients;
-    const size_t P = fl->model->num_params;
+    const size_t P = pfl_model_vector_len(fl->model); /* u_i are whole vectors; only parameters are fused */
     if (!(fl->cfg.algo.amp_alpha > 0.0f) || !(fl->cfg.algo.amp_sigma > 0.0f))
         return pfl_err("fedamp: --amp-alpha and --amp-sigma must be > 0");
     fedamp_state *s = pfl_calloc(1, sizeof *s);
@@ -57,7 +57,7 @@ static void fedamp_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pf
     pfl_layer_prox prox = {{0}, {0}};
     for (int l = 0; l < fl->model->num_layers; l++) {
         prox.coef[l] = a->amp_lambda / a->amp_alpha;
-        prox.anchor[l] = s->u + fl->model->num_params * (size_t)client;
+        prox.anchor[l] = s->u + pfl_model_vector_len(fl->model) * (size_t)client;
     }
     pfl_train_opts o = pfl_train_opts_default(fl);
     o.steps = a->local_steps;
@@ -68,11 +68,26 @@ static void fedamp_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pf
 
 static void fedamp_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
     fedamp_state *s = fl->algo_state;
-    const size_t P = fl->model->num_params;
-    for (int k = 0; k < n; k++) s->out[k] = s->u + P * (size_t)clients[k];
+    const size_t P = fl->model->num_params, V = pfl_model_vector_len(fl->model);
+    for (int k = 0; k < n; k++) s->out[k] = s->u + V * (size_t)clients[k];
+    /* distances and fusion on the trained parameters; u_i only anchors the
+     * proximal term, and each client keeps its own running statistics */
     int rescaled = pfl_amp_fuse(s->out, (const float *const *)uploads, n, 0, P, fl->cfg.algo.amp_alpha,
                                 fl->cfg.algo.amp_sigma, s->xi);
     pfl_amp_warn_rescaled(fl, &s->warned, "fedamp", rescaled);
+}
+
+/* Checkpoints: the cloud models u_i (whole vectors), and whether the warning was given. */
+static int fedamp_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
+    const fedamp_state *s = fl->algo_state;
+    const size_t n = pfl_model_vector_len(fl->model) * (size_t)fl->cfg.clients;
+    return pfl_ckpt_put_f32(w, "fedamp.u", s->u, n) || pfl_ckpt_put_bool(w, "fedamp.warned", &s->warned, 1) ? -1 : 0;
+}
+
+static int fedamp_load(pfl_fl *fl, pfl_ckpt_reader *r) {
+    fedamp_state *s = fl->algo_state;
+    const size_t n = pfl_model_vector_len(fl->model) * (size_t)fl->cfg.clients;
+    return pfl_ckpt_get_f32(r, "fedamp.u", s->u, n) || pfl_ckpt_get_bool(r, "fedamp.warned", &s->warned, 1) ? -1 : 0;
 }
 
 const pfl_algo pfl_algo_fedamp = {
@@ -86,4 +101,6 @@ const pfl_algo pfl_algo_fedamp = {
     .destroy = fedamp_destroy,
     .local_train = fedamp_train,
     .aggregate = fedamp_aggregate,
+    .save = fedamp_save,
+    .load = fedamp_load,
 };

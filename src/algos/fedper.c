@@ -15,6 +15,9 @@ void pfl_receive_base(pfl_fl *fl, int client, const float *state, float *receive
     const size_t base = first_head < m->num_layers ? m->layers[first_head].offset : m->num_params;
     memcpy(received, fl->global, base * sizeof(float));
     memcpy(received + base, state + base, (m->num_params - base) * sizeof(float));
+    /* running statistics from the global model; the round loop then puts
+     * back the client's own for the head (pfl_keep_local_bn) */
+    memcpy(received + m->num_params, fl->global + m->num_params, m->num_state * sizeof(float));
 }
 
 /* Only the base is aggregated. */

@@ -25,7 +25,10 @@
  *  - A client receives its cluster's shared prefix over its own model
  *    (personalized model = its state). The global model is FedAvg's
  *    weighted mean of all uploads, all layers (reported as global accuracy).
- *  Only full participation (--join 1), as in the paper (delta = 1). */
+ *  Only full participation (--join 1), as in the paper (delta = 1). With
+ *  --drop-rate the clients that dropped out of a round are not clustered in
+ *  it: when the others are re-clustered, each former cluster of the missing
+ *  clients goes on as a cluster of its own with its shared model. */
 #include "algos/fedtsdp.h"
 
 #include <cblas.h>
@@ -189,7 +192,7 @@ static int tsdp_create(pfl_fl *fl) {
     s->shared_end = pfl_fedtsdp_shared_end(fl->model, s->shared_layers);
     const size_t C = (size_t)fl->model->classes, B = (size_t)s->pub_batch;
     if (!(s->W = pfl_malloc(sizeof(double) * (size_t)s->n_pub)) || !(s->cluster = pfl_calloc((size_t)N, sizeof(int))) ||
-        !(s->models = pfl_malloc(sizeof(float) * P * (size_t)N)) ||
+        !(s->models = pfl_calloc((size_t)N, sizeof(float) * P)) || /* unused slots zero: checkpoints compare */
         !(s->probs = pfl_malloc(sizeof(float) * (size_t)N * B * C)) ||
         !(s->pub_x = pfl_malloc(sizeof(float) * B * (size_t)pfl_model_input_size(fl->model))) ||
         !(s->pub_y = pfl_malloc(B)) || !(s->batch = pfl_malloc(sizeof(int) * B)) ||
@@ -212,7 +215,9 @@ static void tsdp_receive(pfl_fl *fl, int client, const float *state, float *rece
     const pfl_fedtsdp_state *s = fl->algo_state;
     const size_t P = fl->model->num_params, end = s->shared_end;
     memcpy(received, s->models + P * (size_t)s->cluster[client], end * sizeof(float));
-    memcpy(received + end, state + end, (P - end) * sizeof(float));
+    /* the rest, BatchNorm running statistics included, is the client's own:
+     * the shared prefix covers trained parameters */
+    memcpy(received + end, state + end, (pfl_model_vector_len(fl->model) - end) * sizeof(float));
 }
 
 /* ---- stage one ---- */
@@ -270,6 +275,39 @@ static void infer(pfl_fl *fl, pfl_fedtsdp_state *s, int n, float *const *uploads
     }
 }
 
+/* --drop-rate: the clients that did not upload this round keep their shared
+ * model when the others are re-clustered into clusters 0..k-1: each of their
+ * former clusters gets the next free id with its model, and s->clusters
+ * counts them. At most N clusters in all, as the models buffer holds. */
+static int keep_missing_clients(pfl_fl *fl, pfl_fedtsdp_state *s, const int *clients, int n, int k) {
+    const int N = fl->cfg.clients;
+    const size_t end = s->shared_end;
+    int *new_id = pfl_malloc(sizeof(int) * (size_t)N), *old_of = pfl_malloc(sizeof(int) * (size_t)N);
+    bool *arrived = pfl_calloc((size_t)N, sizeof(bool));
+    float *kept = NULL;
+    int rc = -1, moved = 0;
+    if (!new_id || !old_of || !arrived) goto done;
+    for (int i = 0; i < n; i++) arrived[clients[i]] = true;
+    for (int c = 0; c < N; c++) new_id[c] = -1;
+    for (int c = 0; c < N; c++)
+        if (!arrived[c] && new_id[s->cluster[c]] < 0) old_of[moved] = s->cluster[c], new_id[s->cluster[c]] = k + moved, moved++;
+    /* through a copy: a new id can be the old id of another moved cluster */
+    if (!(kept = pfl_malloc(sizeof(float) * (end ? end : 1) * (size_t)(moved ? moved : 1)))) goto done;
+    const size_t P = fl->model->num_params;
+    for (int t = 0; t < moved; t++) memcpy(kept + end * (size_t)t, s->models + P * (size_t)old_of[t], end * sizeof(float));
+    for (int t = 0; t < moved; t++) memcpy(s->models + P * (size_t)(k + t), kept + end * (size_t)t, end * sizeof(float));
+    for (int c = 0; c < N; c++)
+        if (!arrived[c]) s->cluster[c] = new_id[s->cluster[c]];
+    s->clusters = k + moved;
+    rc = 0;
+done:
+    free(new_id);
+    free(old_of);
+    free(arrived);
+    free(kept);
+    return rc;
+}
+
 /* Stage one and, when H > h_th, stage two: returns 1 when the clients were
  * re-clustered, 0 when not, -1 on failure. */
 static int decouple(pfl_fl *fl, pfl_fedtsdp_state *s, const int *clients, int n, float *const *uploads) {
@@ -298,8 +336,9 @@ static int decouple(pfl_fl *fl, pfl_fedtsdp_state *s, const int *clients, int n,
     const int k = pfl_fedtsdp_two_stage(s->labels1, s->scratch, (const float *const *)uploads, n,
                                         fl->model->num_params, a->tsdp_eps1, a->tsdp_eps2, a->tsdp_min_pts);
     if (k < 0) return -1;
+    if (n < fl->cfg.clients && keep_missing_clients(fl, s, clients, n, k)) return -1;
     for (int i = 0; i < n; i++) s->cluster[clients[i]] = s->labels1[i];
-    s->clusters = k;
+    if (n == fl->cfg.clients) s->clusters = k;
     pfl_fedtsdp_update_weights(s->W, s->n_pub, s->batch, B);
     return 1;
 }
@@ -371,6 +410,44 @@ static void tsdp_report(const pfl_fl *fl, FILE *f, int what) {
     }
 }
 
+/* Checkpoints: sampling weights, clusters and their models, L_s and the
+ * per-round history (the public batch and outputs are scratch of a round). */
+static int tsdp_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
+    const pfl_fedtsdp_state *s = fl->algo_state;
+    const size_t N = (size_t)fl->cfg.clients, R1 = (size_t)fl->cfg.rounds + 1;
+    return pfl_ckpt_put_f64(w, "fedtsdp.W", s->W, (size_t)s->n_pub) || pfl_ckpt_put_i32(w, "fedtsdp.cluster", s->cluster, N) ||
+                   pfl_ckpt_put_int(w, "fedtsdp.clusters", s->clusters) ||
+                   pfl_ckpt_put_double(w, "fedtsdp.shared_layers", s->shared_layers) ||
+                   pfl_ckpt_put_f32(w, "fedtsdp.models", s->models, fl->model->num_params * N) ||
+                   pfl_ckpt_put_f64(w, "fedtsdp.hopkins", s->hopkins, R1) ||
+                   pfl_ckpt_put_f64(w, "fedtsdp.shared_history", s->shared_hist, R1) ||
+                   pfl_ckpt_put_bool(w, "fedtsdp.clustered", s->clustered, R1) ||
+                   pfl_ckpt_put_int(w, "fedtsdp.num_clusterings", s->num_clusterings)
+               ? -1
+               : 0;
+}
+
+static int tsdp_load(pfl_fl *fl, pfl_ckpt_reader *r) {
+    pfl_fedtsdp_state *s = fl->algo_state;
+    const size_t N = (size_t)fl->cfg.clients, R1 = (size_t)fl->cfg.rounds + 1;
+    int64_t clusters, clusterings;
+    if (pfl_ckpt_get_f64(r, "fedtsdp.W", s->W, (size_t)s->n_pub) || pfl_ckpt_get_i32(r, "fedtsdp.cluster", s->cluster, N) ||
+        pfl_ckpt_get_int(r, "fedtsdp.clusters", &clusters) ||
+        pfl_ckpt_get_double(r, "fedtsdp.shared_layers", &s->shared_layers) ||
+        pfl_ckpt_get_f32(r, "fedtsdp.models", s->models, fl->model->num_params * N) ||
+        pfl_ckpt_get_f64(r, "fedtsdp.hopkins", s->hopkins, R1) ||
+        pfl_ckpt_get_f64(r, "fedtsdp.shared_history", s->shared_hist, R1) ||
+        pfl_ckpt_get_bool(r, "fedtsdp.clustered", s->clustered, R1) ||
+        pfl_ckpt_get_int(r, "fedtsdp.num_clusterings", &clusterings))
+        return -1;
+    if (clusters < 1 || clusters > (int64_t)N) return pfl_err("%s: fedtsdp: %lld clusters", r->path, (long long)clusters);
+    for (size_t c = 0; c < N; c++)
+        if (s->cluster[c] < 0 || s->cluster[c] >= clusters) return pfl_err("%s: fedtsdp.cluster: bad cluster", r->path);
+    s->clusters = (int)clusters, s->num_clusterings = (int)clusterings;
+    s->shared_end = pfl_fedtsdp_shared_end(fl->model, s->shared_layers);
+    return 0;
+}
+
 const pfl_algo pfl_algo_fedtsdp = {
     .name = "fedtsdp",
     .description = "FedTSDP: two-stage clustering (JS divergence of predictions on public data when Hopkins "
@@ -382,4 +459,6 @@ const pfl_algo pfl_algo_fedtsdp = {
     .receive = tsdp_receive,
     .aggregate = tsdp_aggregate,
     .report = tsdp_report,
+    .save = tsdp_save,
+    .load = tsdp_load,
 };

@@ -71,7 +71,7 @@ static void cfr_receive(pfl_fl *fl, int client, const float *state, float *recei
     (void)state;
     const cfr_state *s = fl->algo_state;
     memcpy(received, fused_of(s, client), sizeof(float) * s->span);
-    memcpy(received + s->span, fl->global + s->span, sizeof(float) * (fl->model->num_params - s->span));
+    memcpy(received + s->span, fl->global + s->span, sizeof(float) * (pfl_model_vector_len(fl->model) - s->span));
 }
 
 static void cfr_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
@@ -93,8 +93,8 @@ static void cfr_aggregate(pfl_fl *fl, const int *clients, int n, float *const *u
     cfr_state *s = fl->algo_state;
     const pfl_model *m = fl->model;
     if (n <= 0) return;
-    /* the generic model: plain mean on every layer */
-    for (size_t i = 0; i < m->num_params; i++) {
+    /* the generic model: plain mean on every layer, running statistics too */
+    for (size_t i = 0; i < pfl_model_vector_len(m); i++) {
         double sum = 0.0;
         for (int k = 0; k < n; k++) sum += uploads[k][i];
         fl->global[i] = (float)(sum / n);
@@ -108,6 +108,23 @@ static void cfr_aggregate(pfl_fl *fl, const int *clients, int n, float *const *u
     pfl_amp_warn_rescaled(fl, &s->warned, "pfedcfr", rescaled);
 }
 
+/* Checkpoints: every client's fused layers, and whether the warning was given. */
+static int cfr_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
+    const cfr_state *s = fl->algo_state;
+    return pfl_ckpt_put_f32(w, "pfedcfr.fused", s->fused, s->span * (size_t)fl->cfg.clients) ||
+                   pfl_ckpt_put_bool(w, "pfedcfr.warned", &s->warned, 1)
+               ? -1
+               : 0;
+}
+
+static int cfr_load(pfl_fl *fl, pfl_ckpt_reader *r) {
+    cfr_state *s = fl->algo_state;
+    return pfl_ckpt_get_f32(r, "pfedcfr.fused", s->fused, s->span * (size_t)fl->cfg.clients) ||
+                   pfl_ckpt_get_bool(r, "pfedcfr.warned", &s->warned, 1)
+               ? -1
+               : 0;
+}
+
 const pfl_algo pfl_algo_pfedcfr = {
     .name = "pfedcfr",
     .description = "pFedCFR: first --cfr-layers layers fused per client by message passing, the rest averaged; "
@@ -119,4 +136,6 @@ const pfl_algo pfl_algo_pfedcfr = {
     .receive = cfr_receive,
     .local_train = cfr_train,
     .aggregate = cfr_aggregate,
+    .save = cfr_save,
+    .load = cfr_load,
 };

@@ -29,7 +29,7 @@
 #include "util/err.h"
 
 typedef struct {
-    float *prev;   /* num_params: the global model before aggregation */
+    float *prev;   /* model vector: the global model before aggregation */
 } pfedme_state;
 
 static int pfedme_create(pfl_fl *fl) {
@@ -40,12 +40,15 @@ static int pfedme_create(pfl_fl *fl) {
     if (!(a->pfedme_beta >= 0.0f && a->pfedme_beta <= 1.0f))
         return pfl_err("--pfedme-beta %g: must be in [0, 1]", (double)a->pfedme_beta);
     const pfl_modules_config *mod = &fl->cfg.modules;
+    if (fl->cfg.bn != PFL_BN_SHARED)
+        return pfl_err("pfedme: --bn local and stats-local are not supported (pFedMe restarts theta from the global "
+                       "model every round, so nothing of the client's BatchNorm would stay)");
     if (mod->ala || mod->flayer_agg || mod->flayer_lr || mod->flayer_mask)
         return pfl_err("pfedme: the --ala and --flayer-* modules are not supported (pFedMe trains with its own "
                        "inner loop and keeps theta as the client's state)");
     pfedme_state *s = pfl_calloc(1, sizeof *s);
     if (!(fl->algo_state = s)) return -1;
-    if (!(s->prev = pfl_malloc(fl->model->num_params * sizeof(float)))) return -1;
+    if (!(s->prev = pfl_malloc(pfl_model_vector_len(fl->model) * sizeof(float)))) return -1;
     return 0;
 }
 
@@ -58,9 +61,9 @@ static void pfedme_destroy(pfl_fl *fl) {
 
 /* w starts as the global model; theta (the client's state) is reset to it. */
 static void pfedme_init(pfl_fl *fl, int client, float *model) {
-    const size_t P = fl->model->num_params;
-    memcpy(model, fl->global, P * sizeof(float));
-    memcpy(pfl_client_model(fl, client), fl->global, P * sizeof(float));
+    const size_t V = pfl_model_vector_len(fl->model);
+    memcpy(model, fl->global, V * sizeof(float));
+    memcpy(pfl_client_model(fl, client), fl->global, V * sizeof(float));
 }
 
 static void pfedme_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
@@ -83,6 +86,7 @@ static void pfedme_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pf
             for (int k = 0; k < a->pfedme_k; k++) {
                 memset(w->grads, 0, P * sizeof(float));
                 const float loss = pfl_forward_loss(w->ws, theta, w->x, w->y, B, true, &dropout);
+                pfl_update_running_stats(w->ws, theta);
                 if (k == 0) { /* the batch's loss and accuracy as it arrives */
                     stats->loss_sum += (double)loss * B;
                     stats->samples += B;
@@ -98,6 +102,10 @@ static void pfedme_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pf
             for (size_t j = 0; j < P; j++) model[j] -= outer * (model[j] - theta[j]);
         }
     }
+    /* w is never run: it uploads the running statistics theta's batches
+     * gathered (PFLlib uploads its model, whose buffers theta updated) */
+    const size_t V = pfl_model_vector_len(fl->model);
+    memcpy(model + P, theta + P, (V - P) * sizeof(float));
 }
 
 /* theta was trained in place as the client's state; w is only uploaded. */
@@ -107,7 +115,7 @@ static void pfedme_finish(pfl_fl *fl, int client, const float *model, float *sta
 
 static void pfedme_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
     pfedme_state *s = fl->algo_state;
-    const size_t P = fl->model->num_params;
+    const size_t P = pfl_model_vector_len(fl->model); /* the mix covers the running statistics too */
     const float beta = fl->cfg.algo.pfedme_beta;
     memcpy(s->prev, fl->global, P * sizeof(float));
     pfl_default_aggregate(fl, clients, n, uploads);

@@ -4,6 +4,9 @@
 
 int cmd_run(int argc, char **argv);
 int cmd_partition(int argc, char **argv);
+/* pfl resume DIR: goes on with a run from DIR/checkpoint (cmd_run.c). */
+int cmd_resume(int argc, char **argv);
+int cmd_model(int argc, char **argv);
 
 /* The default data directory: $PFL_DATA, else ./data. */
 const char *cli_default_data_dir(void);

@@ -1,12 +1,15 @@
 /* pfl run: one federated experiment, with progress on stderr and, with
  * --out DIR, metrics.jsonl (a line per evaluation, flushed as it happens) and
- * summary.json (written atomically at the end). */
+ * summary.json (written atomically at the end). With --checkpoint-every K,
+ * DIR/checkpoint holds the run's flags and state after every K-th round, and
+ * pfl resume DIR goes on from it (cmd_resume). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h> /* checkpoints: fsync */
 
 #include "algos/algos.h"
 #include "algos/fedalp.h" /* FedALP */
@@ -20,6 +23,7 @@
 
 typedef struct {
     const char *algo, *data, *model, *partition, *data_dir, *out;
+    const char *bn; /* --bn */
     int clients, rounds, epochs, batch, eval_batch, threads, eval_every;
     double join, lr, momentum, weight_decay;
     uint64_t seed;
@@ -45,6 +49,9 @@ typedef struct {
     int ala_p, ala_max_epochs;
     double ala_s, ala_eta, ala_threshold;
     pfl_transport *transport; /* MPI: the processes of the run (fl/transport.h) */
+    /* checkpoints and client failures */
+    int checkpoint_every, stop_after;
+    double drop_rate;
 } run_options;
 
 static const char run_usage[] =
@@ -73,8 +80,10 @@ static int run_specs(run_options *o, arg_spec *specs) {
         {"algo", "algo", ARG_STRING, &o->algo, 0, 0, false, "NAME",
          "algorithm: fedavg, local, fedprox, fedper, fedrep, ditto, fedala, flayer, fedamp, pfedcfr, fedalp, pfedme, cfl, "
          "fedtsdp"},
-        {"data", "data", ARG_STRING, &o->data, 0, 0, false, "NAME", "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet"},
-        {"model", "m", ARG_STRING, &o->model, 0, 0, false, "NAME", "model: cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn"},
+        {"data", "data", ARG_STRING, &o->data, 0, 0, false, "NAME", "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews"},
+        {"model", "m", ARG_STRING, &o->model, 0, 0, false, "NAME",
+         "model: cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn, resnet18, resnet18-cifar, alexnet, "
+         "fasttext[:VOCAB[:DIM]] (pfl model --model NAME prints its layers)"},
         {"partition", NULL, ARG_STRING, &o->partition, 0, 0, false, "P",
          "iid | pat[:K] | dir[:A[:MIN]] | onelabel[:TRAIN/TEST] | cfr[:K] (see README)"},
         {"clients", "nc", ARG_INT, &o->clients, 1, 1e7, false, "N", "number of clients"},
@@ -92,6 +101,9 @@ static int run_specs(run_options *o, arg_spec *specs) {
         {"eval-every", "eg", ARG_INT, &o->eval_every, 1, 1e7, false, "K",
          "evaluate every K rounds (and after the last)"},
         {"eval-batch", NULL, ARG_INT, &o->eval_batch, 1, 1e5, false, "B", "batch size for evaluation only"},
+        {"bn", NULL, ARG_STRING, &o->bn, 0, 0, false, "MODE",
+         "BatchNorm layers (resnet18*): shared (averaged, running statistics too) | local (FedBN: weight, bias and "
+         "statistics stay with each client) | stats-local (running statistics stay, as PFLlib)"},
         {"data-dir", NULL, ARG_STRING, &o->data_dir, 0, 0, false, "DIR", "data directory (env PFL_DATA)"},
         {"out", NULL, ARG_STRING, &o->out, 0, 0, false, "DIR", "write metrics.jsonl and summary.json here"},
         {"quiet", NULL, ARG_FLAG, &o->quiet, 0, 0, false, NULL, "no progress lines"},
@@ -167,6 +179,13 @@ static int run_specs(run_options *o, arg_spec *specs) {
          "module: FLAYER's per-layer top-k upload mask"},
         {"flayer-mask-literal", NULL, ARG_FLAG, &o->flayer_mask_literal, 0, 0, false, NULL,
          "aggregate masked uploads as Eq. 9 reads (unsent elements count as 0)"},
+        /* checkpoints and client failures */
+        {"checkpoint-every", NULL, ARG_INT, &o->checkpoint_every, 0, 1e7, false, "K",
+         "write --out DIR/checkpoint after every K-th round and the last (0: never); pfl resume DIR goes on from it"},
+        {"drop-rate", NULL, ARG_DOUBLE, &o->drop_rate, 0, 1, false, "F",
+         "each selected client drops out with probability F, in [0, 1); the server aggregates what arrived"},
+        {"stop-after", NULL, ARG_INT, &o->stop_after, 0, 1e7, false, "R",
+         "tests: stop after round R as a crash would (no summary; 0: never)"},
     };
     int n = (int)(sizeof table / sizeof table[0]);
     _Static_assert(sizeof table / sizeof table[0] <= MAX_RUN_FLAGS, "raise MAX_RUN_FLAGS");
@@ -201,6 +220,15 @@ static void default_options(run_options *o) {
     /* FedALA's defaults: p = 1 layer, s = 80%, eta = 1.0, threshold 0.1 */
     o->ala_p = 1, o->ala_s = 80, o->ala_eta = 1.0, o->ala_threshold = 0.1, o->ala_max_epochs = 100;
     o->data_dir = cli_default_data_dir();
+    o->bn = "shared";
+}
+
+static int parse_bn(const char *s, pfl_bn_mode *mode) {
+    if (!strcmp(s, "shared")) *mode = PFL_BN_SHARED;
+    else if (!strcmp(s, "local")) *mode = PFL_BN_LOCAL;
+    else if (!strcmp(s, "stats-local")) *mode = PFL_BN_STATS_LOCAL;
+    else return pfl_err("--bn '%s': expected shared, local or stats-local", s);
+    return 0;
 }
 
 /* ---- what the run reports ---- */
@@ -213,6 +241,9 @@ typedef struct {
     double started;   /* monotonic clock when round 0's evaluation began */
     double elapsed;   /* wall time of the run so far, training and evaluation */
     long traffic[3];  /* MPI: bytes received by the server, by the client ranks, in evaluation sums */
+    /* checkpoints: the run's flags, "--name=value" strings each ended by a NUL */
+    char *flags;
+    size_t flags_len;
 } run_report;
 
 static double monotonic_seconds(void) {
@@ -243,9 +274,19 @@ static void write_metrics_line(FILE *f, const pfl_round_metrics *m, const pfl_fl
     fputs(",\"eval_seconds\":", f);
     pfl_json_number(f, m->eval_seconds);
     fprintf(f, ",\"train_samples\":%ld,\"clients\":%d", m->train_samples, m->selected);
+    if (fl->cfg.drop_rate > 0.0) { /* --drop-rate: who was selected but never uploaded */
+        fputs(",\"dropped\":[", f);
+        for (int k = 0; k < m->dropped; k++) fprintf(f, "%s%d", k ? "," : "", m->dropped_clients[k]);
+        fputc(']', f);
+    }
     if (fl->algo->report) fl->algo->report(fl, f, PFL_REPORT_METRICS); /* FedTSDP */
     fputs("}\n", f);
     fflush(f);
+}
+
+/* --drop-rate: "  (2 dropped)" on the progress line of a round. */
+static void print_dropped(FILE *f, const pfl_round_metrics *m, const pfl_fl *fl) {
+    if (fl->cfg.drop_rate > 0.0 && m->round > 0) fprintf(f, "  (%d dropped)", m->dropped);
 }
 
 static void on_round(const pfl_round_metrics *m, const pfl_fl *fl, void *ctx) {
@@ -256,9 +297,11 @@ static void on_round(const pfl_round_metrics *m, const pfl_fl *fl, void *ctx) {
     char eta[32] = "-";
     if (m->round > 0) format_duration(eta, sizeof eta, (r->elapsed / m->round) * (R - m->round));
     if (!m->evaluated) {
-        if (!r->o->quiet)
-            fprintf(stderr, "[pfl] round %d/%d  trained %d clients  loss %.4f  %.1fs  ETA %s\n", m->round, R,
-                    m->selected, m->train_loss, m->seconds, eta);
+        if (!r->o->quiet) {
+            fprintf(stderr, "[pfl] round %d/%d  trained %d clients", m->round, R, m->selected);
+            print_dropped(stderr, m, fl);
+            fprintf(stderr, "  loss %.4f  %.1fs  ETA %s\n", m->train_loss, m->seconds, eta);
+        }
         return;
     }
     if (m->round > 0) {
@@ -276,6 +319,7 @@ static void on_round(const pfl_round_metrics *m, const pfl_fl *fl, void *ctx) {
     else fputs("  -   ", stderr);
     if (isfinite(m->train_loss)) fprintf(stderr, "  loss %.4f", m->train_loss);
     if (fl->algo->report) fl->algo->report(fl, stderr, PFL_REPORT_TEXT); /* FedTSDP */
+    print_dropped(stderr, m, fl);
     fprintf(stderr, "  %.1fs+%.1fs eval  ETA %s\n", m->seconds, m->eval_seconds, eta);
 }
 
@@ -339,7 +383,7 @@ static void write_transport_fields(FILE *f, const run_options *o, const run_repo
 
 static void write_summary_fields(FILE *f, const run_options *o, const pfl_fl *fl, const run_report *r) {
     char sha[65];
-    pfl_sha256_floats_hex(fl->global, fl->model->num_params, sha);
+    pfl_sha256_floats_hex(fl->global, pfl_model_vector_len(fl->model), sha); /* parameters and running statistics */
     fputs("{\n  \"algo\": ", f), pfl_json_string(f, o->algo);
     fputs(",\n  \"data\": ", f), pfl_json_string(f, o->data);
     fputs(",\n  \"model\": ", f), pfl_json_string(f, o->model);
@@ -349,6 +393,8 @@ static void write_summary_fields(FILE *f, const run_options *o, const pfl_fl *fl
     fprintf(f, ",\n  \"lr\": %g,\n  \"momentum\": %g,\n  \"weight_decay\": %g", o->lr, o->momentum, o->weight_decay);
     fprintf(f, ",\n  \"seed\": %llu,\n  \"threads\": %d,\n  \"eval_every\": %d,\n  \"params\": %zu",
             (unsigned long long)o->seed, o->threads, o->eval_every, fl->model->num_params);
+    fprintf(f, ",\n  \"state\": %zu", fl->model->num_state); /* BatchNorm running statistics */
+    if (fl->model->num_state) fputs(",\n  \"bn\": ", f), pfl_json_string(f, o->bn);
     const pfl_modules_config *mod = &fl->cfg.modules;
     fprintf(f, ",\n  \"modules\": {\"ala\": %s, \"flayer_agg\": %s, \"flayer_lr\": %s, \"flayer_mask\": %s, "
                "\"flayer_mask_literal\": %s}",
@@ -367,6 +413,7 @@ static void write_summary_fields(FILE *f, const run_options *o, const pfl_fl *fl
                 o->pfedme_k, o->pfedme_lambda, o->pfedme_lr, o->pfedme_beta);
     write_cfl_fields(f, fl); /* CFL */
     fprintf(f, ",\n  \"train_fraction\": %g,\n  \"lr_decay\": %g", o->train_fraction, o->lr_decay); /* FedTSDP */
+    if (o->drop_rate > 0.0) fprintf(f, ",\n  \"drop_rate\": %g", o->drop_rate);
     if (fl->algo->report) fl->algo->report(fl, f, PFL_REPORT_SUMMARY);
     if (mod->ala)
         fprintf(f, ",\n  \"ala_p\": %d,\n  \"ala_s\": %g,\n  \"ala_eta\": %g,\n  \"ala_threshold\": %g", o->ala_p,
@@ -406,6 +453,151 @@ static FILE *open_metrics(const char *out) {
     return f;
 }
 
+/* ---- checkpoints (pfl resume: cmd_resume) ---- */
+
+/* Every flag's value as "--name=value" (flags: "--name" when set), each
+ * ended by a NUL: what pfl resume parses to rebuild the run, independent of
+ * the defaults of the pfl that resumes it. Doubles print with 17 digits, so
+ * they parse back to the same bits. */
+static char *canonical_flags(const arg_spec *specs, int n, size_t *len) {
+    size_t cap = 256, used = 0;
+    char *buf = pfl_malloc(cap);
+    for (int i = 0; buf && i < n; i++) {
+        const arg_spec *s = &specs[i];
+        char value[4200];
+        int k = 0;
+        switch (s->type) {
+        case ARG_INT: k = snprintf(value, sizeof value, "--%s=%d", s->name, *(int *)s->dest); break;
+        case ARG_DOUBLE: k = snprintf(value, sizeof value, "--%s=%.17g", s->name, *(double *)s->dest); break;
+        case ARG_U64:
+            k = snprintf(value, sizeof value, "--%s=%llu", s->name, (unsigned long long)*(uint64_t *)s->dest);
+            break;
+        case ARG_STRING:
+            if (*(const char **)s->dest) k = snprintf(value, sizeof value, "--%s=%s", s->name, *(const char **)s->dest);
+            break;
+        case ARG_FLAG:
+            if (*(bool *)s->dest) k = snprintf(value, sizeof value, "--%s", s->name);
+            break;
+        }
+        if (k <= 0) continue;
+        if (k >= (int)sizeof value) {
+            pfl_err("--%s: value too long for a checkpoint", s->name);
+            free(buf);
+            return NULL;
+        }
+        while (used + (size_t)k + 1 > cap) {
+            char *grown = realloc(buf, cap *= 2);
+            if (!grown) {
+                pfl_err("out of memory");
+                free(buf);
+                return NULL;
+            }
+            buf = grown;
+        }
+        memcpy(buf + used, value, (size_t)k + 1);
+        used += (size_t)k + 1;
+    }
+    *len = used;
+    return buf;
+}
+
+/* What the command itself keeps across rounds: best and final accuracies,
+ * and the wall time so far (total_seconds goes on from it). */
+static int save_report(pfl_ckpt_writer *w, const run_report *r) {
+    const double values[7] = {r->best_local,   r->best_global,      r->final_local, r->final_global,
+                              r->final_local_mean, r->final_local_std, r->elapsed};
+    const int rounds[2] = {r->best_local_round, r->best_global_round};
+    return pfl_ckpt_put(w, "cli.flags", r->flags, r->flags_len) || pfl_ckpt_put_f64(w, "cli.report", values, 7) ||
+                   pfl_ckpt_put_i32(w, "cli.best_rounds", rounds, 2)
+               ? -1
+               : 0;
+}
+
+static int load_report(pfl_ckpt_reader *rd, run_report *r) {
+    double values[7];
+    int rounds[2];
+    if (pfl_ckpt_get_f64(rd, "cli.report", values, 7) || pfl_ckpt_get_i32(rd, "cli.best_rounds", rounds, 2)) return -1;
+    r->best_local = values[0], r->best_global = values[1], r->final_local = values[2], r->final_global = values[3];
+    r->final_local_mean = values[4], r->final_local_std = values[5], r->elapsed = values[6];
+    r->best_local_round = rounds[0], r->best_global_round = rounds[1];
+    r->started = monotonic_seconds() - r->elapsed;
+    return 0;
+}
+
+static int write_checkpoint(const run_report *r, const pfl_fl *fl) {
+    /* the metrics lines the checkpoint counts reach the disk before it does */
+    if (r->metrics && (fflush(r->metrics) != 0 || fsync(fileno(r->metrics)) != 0))
+        return pfl_err("%s/metrics.jsonl: cannot sync", r->o->out);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/checkpoint", r->o->out);
+    pfl_ckpt_writer w;
+    if (pfl_ckpt_begin(&w, path)) return -1;
+    if (save_report(&w, r) || pfl_fl_save(fl, &w)) {
+        pfl_ckpt_abort(&w);
+        return -1;
+    }
+    return pfl_ckpt_commit(&w);
+}
+
+/* After every round: the checkpoint when one is due, and --stop-after. */
+static int after_round(pfl_fl *fl, void *ctx) {
+    const run_report *r = ctx;
+    const int K = r->o->checkpoint_every, round = fl->round;
+    if (K > 0 && (round % K == 0 || round == fl->cfg.rounds) && write_checkpoint(r, fl)) return -1;
+    return r->o->stop_after > 0 && round == r->o->stop_after ? 1 : 0;
+}
+
+/* Evaluated rounds among 0..round: 0, every eval_every-th, and the last. */
+static int evaluated_rounds(int round, int eval_every, int rounds) {
+    return 1 + round / eval_every + (round == rounds && rounds % eval_every != 0 ? 1 : 0);
+}
+
+/* The round of a metrics line, or -1 when it is not a whole one. */
+static int line_round(const char *line, size_t len) {
+    int round = -1, used = 0;
+    if (len == 0 || line[len - 1] != '\n' || sscanf(line, "{\"round\":%d,%n", &round, &used) != 1 || used == 0) return -1;
+    return round;
+}
+
+/* Resuming: metrics.jsonl keeps the lines of rounds up to the checkpoint's
+ * (the rounds after it are redone) and is opened to append. */
+static FILE *reopen_metrics(const run_options *o, int round) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
+    FILE *in = fopen(path, "r");
+    if (!in) {
+        pfl_err("%s: cannot read (resuming needs the metrics of the rounds before the checkpoint)", path);
+        return NULL;
+    }
+    pfl_atomic_file a;
+    if (pfl_atomic_open(&a, path)) {
+        fclose(in);
+        return NULL;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int kept = 0;
+    while ((len = getline(&line, &cap, in)) > 0) {
+        const int r = line_round(line, (size_t)len);
+        if (r < 0 || r > round) break; /* a torn last line, or rounds lost with the crash */
+        fwrite(line, 1, (size_t)len, a.f);
+        kept++;
+    }
+    free(line);
+    fclose(in);
+    const int want = evaluated_rounds(round, o->eval_every, o->rounds);
+    if (kept != want) {
+        pfl_atomic_abort(&a);
+        pfl_err("%s: %d lines up to round %d, expected %d", path, kept, round, want);
+        return NULL;
+    }
+    if (pfl_atomic_commit(&a)) return NULL;
+    FILE *f = fopen(path, "a");
+    if (!f) pfl_err("%s: cannot write", path);
+    return f;
+}
+
 /* ---- the command ---- */
 
 /* FedTSDP: --public as a sample count; "test" is the size of the original
@@ -426,27 +618,54 @@ static int public_count(const run_options *o) {
     return (int)v;
 }
 
-static int run_experiment(run_options *o) {
+/* Text (agnews): the vocabulary, from the training clients' text only, with
+ * as many ids as the model's embedding has rows. */
+static int build_vocabulary(pfl_dataset *data, const pfl_partition *part, const pfl_model *model, bool quiet) {
+    if (pfl_text_build_vocab(data, part, pfl_model_vocab(model))) return -1;
+    if (!quiet)
+        fprintf(stderr, "[pfl] vocabulary: %d ids (<pad> 0, <unk> 1, %d words of the %d distinct ones) from the "
+                        "training clients' text\n",
+                data->text->vocab_size, data->text->vocab_words, data->text->num_words);
+    return 0;
+}
+
+/* Runs the experiment `o` describes (specs: its flag table, for
+ * checkpoints), from the start, or from the checkpoint `resume`. */
+static int run_experiment(run_options *o, const arg_spec *specs, int num_specs, pfl_ckpt_reader *resume) {
     const pfl_algo *algo = pfl_algo_find(o->algo);
     if (!algo) return -1;
+    if (o->checkpoint_every > 0 && !o->out) return pfl_err("--checkpoint-every needs --out DIR (where it writes)");
+    if (!(o->drop_rate < 1.0)) return pfl_err("--drop-rate %g: must be below 1 (some client must be able to upload)", o->drop_rate);
     o->flayer_mask |= o->flayer_mask_literal; /* the literal reading is a way of aggregating masks */
     if (!pfl_model_known(o->model))
         return pfl_err("--model: unknown model '%s' (choose from %s)", o->model, pfl_model_names);
+    pfl_bn_mode bn = PFL_BN_SHARED;
+    if (parse_bn(o->bn, &bn)) return -1;
     pfl_dataset data = {0};
     pfl_partition part = {0};
     pfl_model model;
     pfl_fl fl = {0};
     run_report report = {.o = o, .best_local = NAN, .best_global = NAN};
     int rc = -1;
-    /* Fail on an unwritable --out before spending minutes on data and training. */
-    if (o->out && !(report.metrics = open_metrics(o->out))) return -1;
+    if (o->checkpoint_every > 0 && !(report.flags = canonical_flags(specs, num_specs, &report.flags_len))) return -1;
+    /* Fail on an unwritable --out before spending minutes on data and training
+     * (resuming touches the outputs only once the checkpoint has loaded). */
+    if (o->out && !resume && !(report.metrics = open_metrics(o->out))) goto done;
     /* FedTSDP: the public set held out of the partition */
     const int holdout = public_count(o);
     if (holdout < 0) goto done;
     if (cli_load_partitioned_split(o->data, o->data_dir, o->partition, o->clients, o->seed, o->quiet,
                                    o->train_fraction, holdout, &data, &part))
         goto done;
-    if (pfl_model_build(&model, o->model, data.c, data.h, data.w, data.classes)) goto done;
+    if (pfl_model_build(&model, o->model, data.c, data.h, data.w, data.classes)) {
+        if (data.text) { /* text: say why an image model cannot be built */
+            char why[256];
+            snprintf(why, sizeof why, "%s", pfl_errmsg());
+            pfl_err("--data %s is text (token ids), read by --model fasttext (%s)", data.name, why);
+        }
+        goto done;
+    }
+    if (data.text && pfl_model_vocab(&model) && build_vocabulary(&data, &part, &model, o->quiet)) goto done;
     pfl_config cfg = {
         .clients = o->clients, .join = o->join, .rounds = o->rounds, .epochs = o->epochs, .batch = o->batch,
         .eval_batch = o->eval_batch, .lr = (float)o->lr, .momentum = (float)o->momentum,
@@ -472,15 +691,27 @@ static int run_experiment(run_options *o) {
     cfg.algo.tsdp_min_pts = o->tsdp_min_pts, cfg.algo.tsdp_h_th = (float)o->tsdp_h_th;
     cfg.algo.tsdp_psi = (float)o->tsdp_psi, cfg.algo.tsdp_shared = o->tsdp_shared;
     cfg.algo.tsdp_hopkins_m = o->tsdp_hopkins_m;
+    cfg.drop_rate = o->drop_rate;
+    cfg.bn = bn;
     cfg.transport = o->transport; /* MPI */
     if (pfl_fl_create(&fl, &cfg, &model, &data, &part, algo)) goto done;
+    if (resume) {
+        if (pfl_fl_load(&fl, resume) || load_report(resume, &report)) goto done;
+        if (!(report.metrics = reopen_metrics(o, fl.round))) goto done;
+        if (!o->quiet) fprintf(stderr, "[pfl] resuming %s after round %d of %d\n", resume->path, fl.round, o->rounds);
+    }
     if (!o->quiet && pfl_transport_distributed(o->transport)) /* MPI */
         fprintf(stderr, "[pfl] mpi: %d processes, rank 0 the server, %d threads per rank\n", o->transport->size,
                 o->threads);
     if (!o->quiet)
         fprintf(stderr, "[pfl] %s on %s, model %s (%zu parameters), %d clients, join %g, %d rounds, %d threads\n",
                 algo->name, data.name, model.name, model.num_params, o->clients, o->join, o->rounds, o->threads);
-    if (pfl_fl_run(&fl, on_round, &report)) goto done;
+    if (pfl_fl_run_with(&fl, on_round, after_round, &report)) goto done;
+    if (fl.round < o->rounds) { /* --stop-after: no summary, as after a crash */
+        if (!o->quiet) fprintf(stderr, "[pfl] stopped after round %d (--stop-after)\n", fl.round);
+        rc = 0;
+        goto done;
+    }
     if (pfl_transport_traffic(o->transport, report.traffic)) goto done; /* MPI: every rank takes part */
     if (o->out && write_summary(o, &fl, &report)) goto done;
     if (!o->quiet) {
@@ -506,6 +737,7 @@ static int run_experiment(run_options *o) {
     rc = 0;
 done:
     if (report.metrics) fclose(report.metrics);
+    free(report.flags);
     pfl_fl_destroy(&fl);
     pfl_partition_free(&part);
     pfl_dataset_free(&data);
@@ -528,7 +760,7 @@ int cmd_run(int argc, char **argv) {
     o.transport = &transport;
     int rc = pfl_transport_init(&transport);
     if (rc == 0 && transport.rank != 0) o.quiet = true, o.out = NULL;
-    if (rc || run_experiment(&o)) {
+    if (rc || run_experiment(&o, specs, n, NULL)) {
         if (pfl_transport_distributed(&transport))
             fprintf(stderr, "pfl run: rank %d: %s\n", transport.rank, pfl_errmsg());
         else fprintf(stderr, "pfl run: %s\n", pfl_errmsg());
@@ -537,5 +769,89 @@ int cmd_run(int argc, char **argv) {
         return 1;
     }
     pfl_transport_finish(&transport);
+    return 0;
+}
+
+/* ---- pfl resume ---- */
+
+static const char resume_usage[] =
+    "Usage: pfl resume DIR [--threads N] [--data-dir DIR] [--quiet] [--stop-after R]\n\n"
+    "Goes on with the run whose --out was DIR from DIR/checkpoint (written by --checkpoint-every):\n"
+    "rebuilds data, clients, model and method from the flags stored there, loads the state and\n"
+    "trains the remaining rounds; metrics.jsonl and summary.json end as the uninterrupted run's.\n"
+    "These flags change nothing in the results, only how the run goes:";
+
+/* The stored flags as an argv: the strings of `flags` (each NUL-ended). */
+static int split_flags(char *flags, size_t len, char **argv, int max) {
+    int argc = 0;
+    for (size_t i = 0; i < len; i += strlen(flags + i) + 1) {
+        if (argc == max) return pfl_err("too many stored flags");
+        argv[argc++] = flags + i;
+    }
+    return argc;
+}
+
+static int resume_experiment(const char *dir, int threads, const char *data_dir, bool quiet, int stop_after) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/checkpoint", dir) >= (int)sizeof path) return pfl_err("%s: path too long", dir);
+    pfl_ckpt_reader rd;
+    if (pfl_ckpt_open(&rd, path)) return -1;
+    /* a checkpoint.tmp beside a good checkpoint is a write a crash cut short */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    unlink(tmp);
+    char *flags = NULL, *argv[2 * MAX_RUN_FLAGS];
+    uint64_t len = 0;
+    int rc = -1;
+    if (pfl_ckpt_length(&rd, "cli.flags", &len) || !(flags = pfl_malloc((size_t)len + 1)) ||
+        pfl_ckpt_get(&rd, "cli.flags", flags, (size_t)len))
+        goto done;
+    flags[len] = '\0';
+    run_options o;
+    default_options(&o);
+    arg_spec specs[MAX_RUN_FLAGS];
+    const int n = run_specs(&o, specs);
+    const int argc = split_flags(flags, (size_t)len, argv, 2 * MAX_RUN_FLAGS);
+    if (argc < 0 || args_parse(specs, n, argc, argv, run_usage) != 0) {
+        pfl_err("%s: stored flags: %s", path, pfl_errmsg());
+        goto done;
+    }
+    o.out = dir;
+    if (threads > 0) o.threads = threads;
+    if (data_dir) o.data_dir = data_dir;
+    o.quiet |= quiet;
+    o.stop_after = stop_after; /* the stop of the interrupted invocation is not this one's */
+    rc = run_experiment(&o, specs, n, &rd);
+done:
+    free(flags);
+    pfl_ckpt_close(&rd);
+    return rc;
+}
+
+int cmd_resume(int argc, char **argv) {
+    int threads = 0, stop_after = 0;
+    const char *data_dir = NULL;
+    bool quiet = false;
+    const arg_spec specs[] = {
+        {"threads", NULL, ARG_INT, &threads, 1, 4096, false, "T", "worker threads (0: the run's)"},
+        {"data-dir", NULL, ARG_STRING, &data_dir, 0, 0, false, "DIR", "where the datasets are now (default: the run's)"},
+        {"quiet", NULL, ARG_FLAG, &quiet, 0, 0, false, NULL, "no progress lines"},
+        {"stop-after", NULL, ARG_INT, &stop_after, 0, 1e7, false, "R", "tests: stop after round R again (0: never)"},
+    };
+    const int n = (int)(sizeof specs / sizeof specs[0]);
+    if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+        args_print_help(stdout, specs, n, resume_usage);
+        return 0;
+    }
+    if (argc < 1 || argv[0][0] == '-') {
+        fprintf(stderr, "pfl resume: expected the run's directory first (pfl resume DIR [--threads N])\n");
+        return 2;
+    }
+    const int parsed = args_parse(specs, n, argc - 1, argv + 1, resume_usage);
+    if (parsed == 1) return 0;
+    if (parsed < 0 || resume_experiment(argv[0], threads, data_dir, quiet, stop_after)) {
+        fprintf(stderr, "pfl resume: %s\n", pfl_errmsg());
+        return parsed < 0 ? 2 : 1;
+    }
     return 0;
 }

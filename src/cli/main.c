@@ -13,6 +13,8 @@ static void usage(FILE *f) {
             "Usage:\n"
             "  pfl run [flags]         run a federated experiment (pfl run --help for every flag)\n"
             "  pfl partition [flags]   show (or --save) how a dataset is split over clients\n"
+            "  pfl resume DIR          go on with a run from DIR/checkpoint (pfl run --checkpoint-every)\n"
+            "  pfl model --model NAME  print a model's layer table (index, name, parameters, offset, state)\n"
             "  pfl --help | --version\n\n"
             "Example:\n"
             "  pfl run --algo fedavg --data fmnist --model cnn --partition pat:2 --clients 20 --rounds 30 --out out/fedavg\n",
@@ -32,6 +34,8 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
     if (strcmp(cmd, "partition") == 0) return cmd_partition(argc - 2, argv + 2);
+    if (strcmp(cmd, "resume") == 0) return cmd_resume(argc - 2, argv + 2);
+    if (strcmp(cmd, "model") == 0) return cmd_model(argc - 2, argv + 2);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
@@ -40,6 +44,6 @@ int main(int argc, char **argv) {
         printf("pfl %s\n", PFL_VERSION);
         return 0;
     }
-    fprintf(stderr, "pfl: unknown command '%s' (expected run or partition; see pfl --help)\n", cmd);
+    fprintf(stderr, "pfl: unknown command '%s' (expected run, partition, resume or model; see pfl --help)\n", cmd);
     return 2;
 }

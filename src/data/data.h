@@ -19,6 +19,8 @@
  *   DIR/tinyimagenet/ the tiny-imagenet-200 folder tree (directly there or
  *                under tiny-imagenet-200/): train then val JPEGs decoded with
  *                libjpeg, grayscale ones replicated to 3 channels
+ *   DIR/agnews/  train.csv (optional), test.csv: AG News CSV rows (class 1-4,
+ *                title, description); a text dataset, see "text" below
  *
  * Every loader fails with a message naming the file and the problem
  * ("mnist: train-images-idx3-ubyte: expected magic 2051, got 0"). */
@@ -28,13 +30,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct pfl_text pfl_text;
+
 typedef struct {
     char name[16];
     int n;                /* samples */
-    int c, h, w;          /* image shape */
+    int c, h, w;          /* image shape (text: 1 x 1 x max_len tokens) */
     int classes;
-    uint8_t *pixels;      /* n x (c*h*w), row-major CHW per sample */
+    uint8_t *pixels;      /* n x (c*h*w), row-major CHW per sample; NULL for text */
     uint8_t *labels;      /* n, each < classes */
+    pfl_text *text;       /* text datasets (agnews) only, else NULL */
 } pfl_dataset;
 
 /* Names accepted by pfl_dataset_load, for --help and error messages. */
@@ -48,7 +53,7 @@ void pfl_dataset_free(pfl_dataset *d);
 static inline long pfl_dataset_sample_size(const pfl_dataset *d) { return (long)d->c * d->h * d->w; }
 
 /* Copies samples idx[0..n) into x (n x sample size floats, normalized:
- * (p/255 - 0.5)/0.5) and y (n labels). */
+ * (p/255 - 0.5)/0.5; text: token ids, see below) and y (n labels). */
 void pfl_dataset_gather(const pfl_dataset *d, const int *idx, int n, float *x, uint8_t *y);
 
 /* ---- file readers (exposed for tests) ---- */
@@ -86,6 +91,68 @@ int pfl_jpeg_decode64(const char *path, uint8_t *out);
 int pfl_cifar100_load(pfl_dataset *d, const char *dir, int coarse);
 int pfl_svhn_load(pfl_dataset *d, const char *dir);
 int pfl_tinyimagenet_load(pfl_dataset *d, const char *dir);
+
+/* ---- text (AG News) ----
+ *
+ * A text dataset keeps each sample's whole token sequence (CSR: offsets and
+ * one token array) and a sample is gathered as max_len floats: its first
+ * max_len token ids, then 0 (padding) up to max_len. Ids travel as floats
+ * because every batch in pfl does (workspace input, gather, all methods and
+ * modules); a float32 holds every integer below 2^24 exactly, and
+ * vocabularies are capped there.
+ *
+ * Tokenizer: ASCII letters are lowercased and a token is a maximal run of
+ * ASCII letters and digits; every other byte (spaces, punctuation,
+ * apostrophes, the backslashes AG News leaves for line breaks, bytes >= 0x80)
+ * separates tokens. "It's U.S. #39;E-mail\team" gives it, s, u, s, 39, e,
+ * mail, team. A row's text is its title, then its description.
+ *
+ * The vocabulary comes after the partition, from the training clients' text
+ * only: loading gives every distinct word a provisional id (first
+ * appearance order), and pfl_text_build_vocab counts the tokens of every
+ * client's TRAIN split (not the test splits, not samples no client holds),
+ * orders words by count, most frequent first, ties broken by byte order of
+ * the word (strcmp), keeps the first vocab_size - 2 and rewrites every
+ * sample's tokens to the final ids:
+ *     0 <pad>   1 <unk> (a word outside the vocabulary)   2.. words.
+ * Until then the dataset cannot be trained on (pfl_fl_create refuses it). */
+
+#define PFL_TEXT_MAX_LEN 200      /* PFLlib's max_len for AG News */
+#define PFL_TEXT_PAD 0
+#define PFL_TEXT_UNK 1
+#define PFL_TEXT_MAX_VOCAB (1 << 24) /* ids stay exact as float32 */
+
+struct pfl_text {
+    int max_len;          /* tokens per gathered sample */
+    int vocab_size;       /* ids are < vocab_size once built; 0 before */
+    int num_words;        /* distinct words in the files (provisional ids) */
+    int vocab_words;      /* words that got an id of their own (<= vocab_size - 2) */
+    long long *offsets;   /* n + 1: sample i is tokens[offsets[i] .. offsets[i+1]), untruncated */
+    int32_t *tokens;      /* provisional ids before the vocabulary, final ids after */
+    char *pool;           /* the distinct words, NUL-terminated, one after another */
+    long long *word_at;   /* num_words: offset of word w in pool */
+    int32_t *id_word;     /* vocab_size: the provisional word of each final id (-1: pad, unk, unused) */
+};
+
+/* Reads DIR/agnews/train.csv when present, then DIR/agnews/test.csv
+ * (loader behind pfl_dataset_load, exposed for tests). Rows are RFC 4180 CSV:
+ * three fields, each quoted or not, "" inside quotes is a quote, newlines
+ * may sit inside quotes; CRLF line ends and blank lines are accepted. A
+ * malformed row (unterminated quote, text after a closing quote, a quote in
+ * an unquoted field, a field count other than 3, a class index other than
+ * 1-4) fails naming the file and line: "agnews: DIR/agnews/test.csv:12: ...". */
+int pfl_agnews_load(pfl_dataset *d, const char *dir);
+
+/* Frees a text dataset's tokens and words (pfl_dataset_free calls it). */
+void pfl_text_free(pfl_text *t);
+
+/* pfl_dataset_gather for text: max_len token ids per sample as floats,
+ * truncated, then padded with 0. */
+void pfl_text_gather(const pfl_dataset *d, const int *idx, int n, float *x, uint8_t *y);
+
+/* The word of final id `id` ("<pad>", "<unk>", "" for an unused id), or of
+ * provisional id `id` before the vocabulary is built. NULL when out of range. */
+const char *pfl_text_word(const pfl_dataset *d, int id);
 
 /* ---- partitions ---- */
 
@@ -135,5 +202,11 @@ typedef struct {
 int pfl_partition_make(pfl_partition *p, const pfl_dataset *d, const pfl_partition_spec *spec, int num_clients,
                        uint64_t seed);
 void pfl_partition_free(pfl_partition *p);
+
+/* Text: builds the vocabulary of a text dataset from the training splits of p's
+ * clients (see above) and rewrites every sample's tokens to its ids.
+ * vocab_size counts <pad> and <unk>: 2 < vocab_size <= PFL_TEXT_MAX_VOCAB.
+ * Fails on an image dataset or when the vocabulary is already built. */
+int pfl_text_build_vocab(pfl_dataset *d, const pfl_partition *p, int vocab_size);
 
 #endif

@@ -12,7 +12,7 @@
 #include "data/data.h"
 #include "util/err.h"
 
-const char *const pfl_dataset_names = "mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet";
+const char *const pfl_dataset_names = "mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews";
 
 #define FETCH_HINT "run scripts/fetch-data.sh or pass --data-dir"
 
@@ -206,6 +206,8 @@ int pfl_dataset_load(pfl_dataset *d, const char *name, const char *data_dir) {
         rc = pfl_svhn_load(d, data_dir);
     else if (strcmp(name, "tinyimagenet") == 0)
         rc = pfl_tinyimagenet_load(d, data_dir);
+    else if (strcmp(name, "agnews") == 0)
+        rc = pfl_agnews_load(d, data_dir);
     else
         return pfl_err("--data: unknown dataset '%s' (choose from %s)", name, pfl_dataset_names);
     if (rc < 0) {
@@ -220,10 +222,15 @@ void pfl_dataset_free(pfl_dataset *d) {
     if (!d) return;
     free(d->pixels);
     free(d->labels);
+    pfl_text_free(d->text);
     memset(d, 0, sizeof *d);
 }
 
 void pfl_dataset_gather(const pfl_dataset *d, const int *idx, int n, float *x, uint8_t *y) {
+    if (d->text) {
+        pfl_text_gather(d, idx, n, x, y); /* token ids, not pixels */
+        return;
+    }
     const long s = pfl_dataset_sample_size(d);
     for (int i = 0; i < n; i++) {
         const uint8_t *src = d->pixels + (size_t)idx[i] * (size_t)s;

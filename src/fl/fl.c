@@ -45,17 +45,19 @@ static void worker_free(pfl_worker *w) {
 static int worker_init(pfl_worker *w, int id, const pfl_fl *fl) {
     memset(w, 0, sizeof *w);
     w->id = id;
-    const size_t P = fl->model->num_params;
+    /* model copies hold parameters and state (V); gradients and optimizer
+     * buffers the parameters only (P) */
+    const size_t P = fl->model->num_params, V = pfl_model_vector_len(fl->model);
     const int max_batch = fl->cfg.batch > fl->cfg.eval_batch ? fl->cfg.batch : fl->cfg.eval_batch;
     const size_t sample = (size_t)pfl_model_input_size(fl->model);
     w->ws = pfl_workspace_create(fl->model, max_batch);
-    if (!w->ws || !(w->model = pfl_malloc(P * sizeof(float))) || !(w->grads = pfl_malloc(P * sizeof(float))) ||
+    if (!w->ws || !(w->model = pfl_malloc(V * sizeof(float))) || !(w->grads = pfl_malloc(P * sizeof(float))) ||
         !(w->velocity = pfl_malloc(P * sizeof(float))) ||
         !(w->x = pfl_malloc((size_t)max_batch * sample * sizeof(float))) ||
         !(w->y = pfl_malloc((size_t)max_batch)) ||
         !(w->order = pfl_malloc(sizeof(int) * (size_t)largest_client(fl->part))) ||
-        !(w->received = pfl_malloc(P * sizeof(float))) || !(w->start = pfl_malloc(P * sizeof(float))) ||
-        !(w->aux = pfl_malloc(P * sizeof(float))) || !(w->aux_grads = pfl_malloc(P * sizeof(float)))) {
+        !(w->received = pfl_malloc(V * sizeof(float))) || !(w->start = pfl_malloc(V * sizeof(float))) ||
+        !(w->aux = pfl_malloc(V * sizeof(float))) || !(w->aux_grads = pfl_malloc(P * sizeof(float)))) {
         worker_free(w);
         return -1;
     }
@@ -72,9 +74,21 @@ static int check_config(const pfl_config *cfg, const pfl_model *model, const pfl
         return pfl_err("model %s was built for %dx%dx%d/%d classes, data %s is %dx%dx%d/%d classes", model->name,
                        model->in_c, model->in_h, model->in_w, model->classes, data->name, data->c, data->h, data->w,
                        data->classes);
+    /* text (agnews): token ids mean something only to a model with an
+     * embedding, and only once the vocabulary is built from the partition */
+    const int vocab = pfl_model_vocab(model);
+    if (data->text && !vocab) return pfl_err("data %s is text (token ids): use --model fasttext", data->name);
+    if (!data->text && vocab) return pfl_err("model %s reads token ids: use a text dataset (agnews)", model->name);
+    if (data->text && !data->text->vocab_size)
+        return pfl_err("data %s: no vocabulary yet (pfl_text_build_vocab comes after the partition)", data->name);
+    if (data->text && data->text->vocab_size > vocab)
+        return pfl_err("data %s has %d token ids, model %s's embedding only %d rows", data->name,
+                       data->text->vocab_size, model->name, vocab);
     if (cfg->threads < 1 || cfg->batch < 1 || cfg->eval_batch < 1 || cfg->rounds < 0 || cfg->epochs < 0 ||
         cfg->eval_every < 1 || !(cfg->join > 0.0 && cfg->join <= 1.0))
         return pfl_err("invalid configuration (threads, batch, rounds, epochs, eval-every or join out of range)");
+    if (!(cfg->drop_rate >= 0.0 && cfg->drop_rate < 1.0))
+        return pfl_err("--drop-rate %g: must be in [0, 1)", cfg->drop_rate);
     return 0;
 }
 
@@ -88,7 +102,8 @@ static int clients_per_round(const pfl_config *cfg) {
 static bool owns(const pfl_fl *fl, int client) { return pfl_transport_owns(fl->cfg.transport, client); }
 
 static bool is_stateful(const pfl_fl *fl) {
-    return fl->algo->stateful || fl->cfg.modules.ala || fl->cfg.modules.flayer_agg;
+    return fl->algo->stateful || fl->cfg.modules.ala || fl->cfg.modules.flayer_agg ||
+           fl->cfg.bn != PFL_BN_SHARED; /* BatchNorm kept local lives in the clients' models */
 }
 
 /* Per-client state exists only where something needs it: local models for
@@ -96,7 +111,7 @@ static bool is_stateful(const pfl_fl *fl) {
  * upload flags with its mask. */
 static int create_client_state(pfl_fl *fl) {
     const int N = fl->cfg.clients;
-    const size_t P = fl->model->num_params;
+    const size_t P = fl->model->num_params, V = pfl_model_vector_len(fl->model);
     const pfl_modules_config *mod = &fl->cfg.modules;
     if (!(fl->shared = pfl_malloc(sizeof(bool) * (size_t)fl->model->num_layers))) return -1;
     for (int l = 0; l < fl->model->num_layers; l++) fl->shared[l] = true;
@@ -105,9 +120,9 @@ static int create_client_state(pfl_fl *fl) {
         /* MPI: a process keeps the models of the clients it owns (at least one
          * row, so client_models != NULL still means stateful) */
         const int owned = pfl_transport_owned_count(fl->cfg.transport, N);
-        if (!(fl->client_models = pfl_malloc(sizeof(float) * P * (size_t)(owned > 0 ? owned : 1)))) return -1;
+        if (!(fl->client_models = pfl_malloc(sizeof(float) * V * (size_t)(owned > 0 ? owned : 1)))) return -1;
         for (int c = 0; c < N; c++)
-            if (owns(fl, c)) memcpy(pfl_client_model(fl, c), fl->global, sizeof(float) * P);
+            if (owns(fl, c)) memcpy(pfl_client_model(fl, c), fl->global, sizeof(float) * V);
     }
     if (mod->ala) {
         pfl_ala_client *ala = pfl_calloc((size_t)N, sizeof *ala);
@@ -149,6 +164,9 @@ int pfl_fl_create(pfl_fl *fl, const pfl_config *cfg, const pfl_model *model, con
     mod->flayer_mask |= (algo->modules & PFL_MODULE_FLAYER_MASK) != 0;
     if (mod->ala && mod->flayer_agg)
         return pfl_err("--ala and --flayer-agg both initialize the local head; choose one");
+    if (cfg->bn != PFL_BN_SHARED && model->num_state == 0)
+        return pfl_err("--bn %s: model %s has no BatchNorm layers", cfg->bn == PFL_BN_LOCAL ? "local" : "stats-local",
+                       model->name);
     if (mod->ala && mod->ala_p > model->num_layers)
         return pfl_err("--ala-p %d: %s has only %d layers", mod->ala_p, model->name, model->num_layers);
     if (mod->flayer_agg && cfg->algo.head_layers >= model->num_layers)
@@ -157,7 +175,7 @@ int pfl_fl_create(pfl_fl *fl, const pfl_config *cfg, const pfl_model *model, con
     /* Parallelism is across clients; BLAS inside a worker stays on one thread
      * so results do not depend on how many threads exist. */
     openblas_set_num_threads(1);
-    fl->global = pfl_malloc(model->num_params * sizeof(float));
+    fl->global = pfl_malloc(pfl_model_vector_len(model) * sizeof(float));
     fl->num_workers = cfg->threads;
     fl->workers = pfl_calloc((size_t)fl->num_workers, sizeof *fl->workers);
     if (!fl->global || !fl->workers) goto fail;
@@ -167,6 +185,7 @@ int pfl_fl_create(pfl_fl *fl, const pfl_config *cfg, const pfl_model *model, con
         if (worker_init(&fl->workers[i], i, fl)) goto fail;
     if (create_client_state(fl)) goto fail;
     if (algo->create && algo->create(fl)) goto fail;
+    pfl_bn_mark_local(fl); /* FedBN: after the algorithm marked its own layers */
     return 0;
 fail:
     pfl_fl_destroy(fl);
@@ -205,6 +224,21 @@ int pfl_select_clients(const pfl_config *cfg, int round, int *out) {
             }
     }
     return n;
+}
+
+int pfl_drop_clients(const pfl_config *cfg, int round, int *clients, int n, int *dropped, int *n_dropped) {
+    int kept = 0;
+    *n_dropped = 0;
+    for (int k = 0; k < n; k++) {
+        bool drops = false;
+        if (cfg->drop_rate > 0.0) {
+            pfl_rng rng = pfl_rng_stream(cfg->seed, round, clients[k], PFL_RNG_DROP);
+            drops = pfl_rng_uniform(&rng) < cfg->drop_rate;
+        }
+        if (drops) dropped[(*n_dropped)++] = clients[k];
+        else clients[kept++] = clients[k];
+    }
+    return kept;
 }
 
 /* ---- evaluation ---- */
@@ -296,9 +330,9 @@ static void order_by_work(const pfl_partition *part, const int *selected, int n,
  * (masked when the module is on), keep its state. */
 static void run_client(pfl_fl *fl, pfl_worker *w, int client, int slot, float *upload, pfl_train_stats *stats) {
     const pfl_algo *algo = fl->algo;
-    const size_t P = fl->model->num_params;
+    const size_t V = pfl_model_vector_len(fl->model);
     (algo->local_init ? algo->local_init : pfl_default_local_init)(fl, client, w->model);
-    if (fl->sent) memcpy(w->start, w->model, P * sizeof(float));
+    if (fl->sent) memcpy(w->start, w->model, V * sizeof(float));
     (algo->local_train ? algo->local_train : pfl_default_local_train)(fl, client, w, w->model, stats);
     if (stats->last_epoch_samples > 0)
         fl->local_acc[client] = (float)stats->last_epoch_correct / (float)stats->last_epoch_samples;
@@ -307,7 +341,7 @@ static void run_client(pfl_fl *fl, pfl_worker *w, int client, int slot, float *u
     if (fl->client_models) {
         float *state = pfl_client_model(fl, client);
         if (algo->finish) algo->finish(fl, client, w->model, state);
-        else memcpy(state, w->model, P * sizeof(float));
+        else memcpy(state, w->model, V * sizeof(float));
     }
 }
 
@@ -381,39 +415,48 @@ static int share_uploads(pfl_fl *fl, const int *selected, int n, float *const *u
     return rc;
 }
 
-int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx) {
+int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx) { return pfl_fl_run_with(fl, cb, NULL, ctx); }
+
+int pfl_fl_run_with(pfl_fl *fl, pfl_round_callback cb, pfl_after_round after, void *ctx) {
     const int N = fl->cfg.clients;
-    const size_t P = fl->model->num_params;
+    const size_t P = pfl_model_vector_len(fl->model); /* an upload is a whole model vector */
     int *selected = pfl_malloc(sizeof(int) * (size_t)N);
+    int *dropped = pfl_malloc(sizeof(int) * (size_t)N);
     int *order = pfl_malloc(sizeof(int) * (size_t)N);
     pfl_train_stats *stats = pfl_malloc(sizeof *stats * (size_t)N);
     float **uploads = pfl_calloc((size_t)N, sizeof(float *));
     float *upload_storage = NULL;
     int rc = -1;
-    if (!selected || !order || !stats || !uploads) goto done;
+    if (!selected || !dropped || !order || !stats || !uploads) goto done;
     /* Every round selects the same number of clients. */
     int n_per_round = pfl_select_clients(&fl->cfg, 1, selected);
     if (!(upload_storage = pfl_malloc(sizeof(float) * P * (size_t)n_per_round))) goto done;
     for (int k = 0; k < n_per_round; k++) uploads[k] = upload_storage + P * (size_t)k;
 
     pfl_round_metrics m = {0};
-    fl->round = 0;
-    fl->train_seconds = 0.0, fl->train_samples = 0;
-    double t0 = now_seconds();
-    broadcast(fl);
-    if (pfl_fl_evaluate(fl, &m)) goto done;
-    m.round = 0, m.train_loss = NAN, m.eval_seconds = now_seconds() - t0, m.evaluated = true;
-    if (cb) cb(&m, fl, ctx);
+    if (fl->round == 0) { /* a fresh run; after pfl_fl_load, rounds 1..fl->round are done */
+        fl->train_seconds = 0.0, fl->train_samples = 0;
+        double t0 = now_seconds();
+        broadcast(fl);
+        if (pfl_fl_evaluate(fl, &m)) goto done;
+        m.round = 0, m.train_loss = NAN, m.eval_seconds = now_seconds() - t0, m.evaluated = true;
+        if (cb) cb(&m, fl, ctx);
+    }
 
-    for (int r = 1; r <= fl->cfg.rounds; r++) {
+    for (int r = fl->round + 1, next = 0; r <= fl->cfg.rounds && next == 0; r++) {
         fl->round = r;
         double start = now_seconds();
-        int n = pfl_select_clients(&fl->cfg, r, selected);
+        int n = pfl_select_clients(&fl->cfg, r, selected), n_dropped;
+        /* --drop-rate: the dropped clients' work is lost; the round goes on with the others */
+        n = pfl_drop_clients(&fl->cfg, r, selected, n, dropped, &n_dropped);
         order_by_work(fl->part, selected, n, order);
         memset(stats, 0, sizeof *stats * (size_t)n);
         train_clients(fl, selected, n, order, uploads, stats);
-        if (share_uploads(fl, selected, n, uploads, stats)) goto done; /* MPI */
-        (fl->algo->aggregate ? fl->algo->aggregate : pfl_default_aggregate)(fl, selected, n, uploads);
+        /* MPI: every rank drops the same clients (a pure function of seed,
+         * round and client), so the exchange runs over the arrived ones */
+        if (share_uploads(fl, selected, n, uploads, stats)) goto done;
+        /* no upload arrived: the global model stays as it is */
+        if (n > 0) (fl->algo->aggregate ? fl->algo->aggregate : pfl_default_aggregate)(fl, selected, n, uploads);
         broadcast(fl);
         double loss_sum = 0.0;
         long samples = 0;
@@ -424,10 +467,12 @@ int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx) {
         memset(&m, 0, sizeof m);
         m.round = r, m.selected = n, m.seconds = trained - start, m.train_samples = samples;
         m.train_loss = samples ? loss_sum / (double)samples : NAN;
+        m.dropped = n_dropped, m.dropped_clients = dropped;
         if (r % fl->cfg.eval_every != 0 && r != fl->cfg.rounds) {
             /* not evaluated: report the round's training so progress shows */
             m.local_acc = m.local_acc_mean = m.local_acc_std = m.global_acc = NAN;
             if (cb) cb(&m, fl, ctx);
+            if ((next = after ? after(fl, ctx) : 0) < 0) goto done;
             continue;
         }
         m.evaluated = true;
@@ -439,10 +484,12 @@ int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx) {
         m.seconds = trained - start;
         m.eval_seconds = now_seconds() - trained;
         if (cb) cb(&m, fl, ctx);
+        if ((next = after ? after(fl, ctx) : 0) < 0) goto done;
     }
     rc = 0;
 done:
     free(selected);
+    free(dropped);
     free(order);
     free(stats);
     free(uploads);

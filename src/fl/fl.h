@@ -19,6 +19,7 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "fl/transport.h" /* MPI */
+#include "util/ckpt.h" /* checkpoints: the save/load hooks */
 
 /* Hyperparameters of the algorithms that have them (defaults in the CLI). */
 typedef struct {
@@ -73,6 +74,14 @@ typedef struct {
     bool flayer_mask_literal; /* aggregate masked uploads as Eq. 9 reads: unsent elements count as 0 */
 } pfl_modules_config;
 
+/* What happens to BatchNorm layers at aggregation (--bn). */
+typedef enum {
+    PFL_BN_SHARED = 0,    /* averaged like every other layer: weight, bias and running statistics */
+    PFL_BN_LOCAL,         /* FedBN: weight, bias and running statistics never leave the client */
+    PFL_BN_STATS_LOCAL,   /* weight and bias averaged, running statistics kept by each client (PFLlib, which
+                           * copies only parameters(), behaves so) */
+} pfl_bn_mode;
+
 typedef struct {
     int clients;          /* N */
     double join;          /* fraction of clients per round, (0, 1] */
@@ -85,26 +94,31 @@ typedef struct {
     uint64_t seed;
     int threads;          /* worker threads; >= 1 */
     int eval_every;       /* evaluate every K rounds (and always after the last) */
+    double drop_rate;     /* each selected client drops out with this probability, in [0, 1) */
     pfl_algo_params algo;
     pfl_modules_config modules;
     /* MPI: the processes sharing the run and which clients this one owns
      * (fl/transport.h); NULL: in-process, every client here. */
     pfl_transport *transport;
+    pfl_bn_mode bn;       /* BatchNorm layers shared or kept local (models with BatchNorm) */
 } pfl_config;
 
-/* Everything a worker thread owns while it runs one client. */
+/* Everything a worker thread owns while it runs one client. Models are
+ * whole model vectors, pfl_model_vector_len floats (parameters, then
+ * BatchNorm running statistics); gradients and optimizer buffers cover the
+ * num_params parameters only. */
 typedef struct {
     int id;
     pfl_workspace *ws;
-    float *model;         /* the client model being trained (num_params) */
+    float *model;         /* the client model being trained (vector) */
     float *grads;         /* num_params */
     float *velocity;      /* num_params, momentum buffer, reset per client per round */
     float *x;             /* batch inputs (max batch x sample size) */
     uint8_t *y;           /* batch labels */
     int *order;           /* a client's sample order (largest client) */
-    float *received;      /* num_params: the model a client builds from the global one */
-    float *start;         /* num_params: the model local training started from (upload masks) */
-    float *aux;           /* num_params: scratch for algorithms and modules */
+    float *received;      /* vector: the model a client builds from the global one */
+    float *start;         /* vector: the model local training started from (upload masks) */
+    float *aux;           /* vector: scratch for algorithms and modules */
     float *aux_grads;     /* num_params: scratch gradients for algorithms and modules */
 } pfl_worker;
 
@@ -174,12 +188,12 @@ struct pfl_algo {
     /* Stateful only, after training: updates the client's state (default:
      * state = trained model). */
     void (*finish)(pfl_fl *fl, int client, const float *model, float *state);
-    /* Writes what the client sends to the server into `upload` (num_params). */
+    /* Writes what the client sends to the server into `upload` (a model vector). */
     void (*upload)(pfl_fl *fl, int client, const float *model, float *upload);
     /* Combines the round's uploads (default: pfl_default_aggregate). */
     void (*aggregate)(pfl_fl *fl, const int *clients, int n, float *const *uploads);
     /* The client's personalized model for evaluation: returns a pointer to
-     * its parameters, using `scratch` (num_params) if it must build them
+     * its model vector, using `scratch` (a model vector) if it must build it
      * (default: its state when stateful, else the global model). */
     const float *(*personal_model)(pfl_fl *fl, int client, float *scratch);
     /* FedTSDP: optional extra output. PFL_REPORT_METRICS: JSON fields, each
@@ -187,6 +201,12 @@ struct pfl_algo {
      * PFL_REPORT_SUMMARY: the same for summary.json (`,\n  "key": value`);
      * PFL_REPORT_TEXT: words appended to the progress line on stderr. */
     void (*report)(const pfl_fl *fl, FILE *f, int what);
+    /* Checkpoints: `save` writes every part of algo_state that changes
+     * during a run, as named sections ("<algo name>.<part>"); `load` reads
+     * them back into the state `create` just made for the same
+     * configuration. NULL: nothing changes (pfl_fl_save has the rest). */
+    int (*save)(const pfl_fl *fl, pfl_ckpt_writer *w);
+    int (*load)(pfl_fl *fl, pfl_ckpt_reader *r);
 };
 
 enum { PFL_REPORT_METRICS = 1, PFL_REPORT_SUMMARY, PFL_REPORT_TEXT }; /* FedTSDP */
@@ -197,15 +217,16 @@ struct pfl_fl {
     const pfl_dataset *data;
     const pfl_partition *part;
     const pfl_algo *algo;
-    float *global;        /* the global model (num_params) */
+    float *global;        /* the global model (a whole model vector) */
     void *algo_state;     /* owned by the algorithm */
     int round;            /* 1..R while training, 0 before */
     int num_workers;
     pfl_worker *workers;
-    float *client_models; /* clients x num_params when stateful, else NULL; under MPI only the
+    float *client_models; /* clients x model vector when stateful, else NULL; under MPI only the
                            * rows of the clients this process owns (pfl_client_model) */
-    bool *shared;         /* per layer: aggregated by the server (default all); under MPI only
-                           * these layers of an upload travel, so `aggregate` must read no other */
+    bool *shared;         /* per layer: aggregated by the server (default all); a layer not shared
+                           * keeps its running statistics local too; under MPI only these layers
+                           * of an upload travel, so `aggregate` must read no other */
     uint8_t **sent;       /* per upload slot, num_params flags, when the upload mask is on */
     float *local_acc;     /* per client: training accuracy of its last local epoch (FLAYER's A) */
     void *modules_state;  /* ALA weights, per client */
@@ -227,6 +248,8 @@ typedef struct {
     long train_samples;      /* samples trained on this round */
     int selected;            /* clients that trained this round */
     bool evaluated;          /* false: a training-only report (accuracies NAN) */
+    int dropped;             /* --drop-rate: selected clients that dropped out, ... */
+    const int *dropped_clients; /* ... ascending (valid during the callback) */
 } pfl_round_metrics;
 
 typedef void (*pfl_round_callback)(const pfl_round_metrics *m, const pfl_fl *fl, void *ctx);
@@ -243,12 +266,39 @@ void pfl_fl_destroy(pfl_fl *fl);
  * Returns 0 or -1 with a message. */
 int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx);
 
+/* Called after every round's callback (the CLI writes checkpoints there):
+ * returns 0 to go on, 1 to stop after this round, -1 to fail the run. */
+typedef int (*pfl_after_round)(pfl_fl *fl, void *ctx);
+
+/* pfl_fl_run with an after-round hook (or NULL). A stop returns 0 with
+ * fl->round < cfg.rounds. When fl->round > 0 (pfl_fl_load), the run goes on
+ * from round fl->round + 1, without the round-0 broadcast and evaluation. */
+int pfl_fl_run_with(pfl_fl *fl, pfl_round_callback cb, pfl_after_round after, void *ctx);
+
+/* Checkpoints: writes, as sections "fl.*" and "ala.*" and the algorithm's
+ * own, everything of the run that changes from round to round (round,
+ * counters, global model, client models, last accuracies, shared layers,
+ * ALA weights, algorithm state) and the shape of the federation (parameters,
+ * clients, a SHA-256 of the partition) to check on loading. Random streams
+ * are keyed by (seed, round, client, purpose) and need no saving. */
+int pfl_fl_save(const pfl_fl *fl, pfl_ckpt_writer *w);
+/* Reads what pfl_fl_save wrote into fl, just created by pfl_fl_create with
+ * the same configuration, model, data and partition; refuses (-1 with a
+ * message) a checkpoint of another shape. */
+int pfl_fl_load(pfl_fl *fl, pfl_ckpt_reader *r);
+
 /* Evaluates now and fills m (round, accuracies; not timing or loss). */
 int pfl_fl_evaluate(pfl_fl *fl, pfl_round_metrics *m);
 
 /* The clients of round r: round(join * N) of them (at least 1), drawn from
  * the SELECT stream, ascending. Writes them to out (room for N), returns the count. */
 int pfl_select_clients(const pfl_config *cfg, int round, int *out);
+
+/* --drop-rate: removes from clients[0..n) (ascending) those that drop out in
+ * `round`, each independently with probability cfg->drop_rate from the
+ * stream (seed, round, client, DROP); writes them to dropped (room for n) and
+ * their count to *n_dropped. Returns the clients left, still ascending. */
+int pfl_drop_clients(const pfl_config *cfg, int round, int *clients, int n, int *dropped, int *n_dropped);
 
 /* ---- FedAvg's stages, for algorithms to call or wrap ---- */
 
@@ -262,6 +312,22 @@ void pfl_default_upload(pfl_fl *fl, int client, const float *model, float *uploa
  * it, or keeps its previous global value when none did (or, with
  * flayer_mask_literal, the plain weighted mean with unsent elements as 0). */
 void pfl_default_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads);
+
+/* ---- BatchNorm state (--bn) ---- */
+
+/* True when the server averages layer l's running statistics: the layer is
+ * shared and --bn is `shared`. */
+bool pfl_state_shared(const pfl_fl *fl, int l);
+/* The weighted mean (by training samples, as the parameters) of the
+ * uploads' running statistics into the global model, for the layers whose
+ * statistics are shared; pfl_default_aggregate calls it. */
+void pfl_aggregate_state(pfl_fl *fl, const int *clients, int n, float *const *uploads);
+/* --bn local: marks every BatchNorm layer not shared (pfl_fl_create calls it). */
+void pfl_bn_mark_local(pfl_fl *fl);
+/* What a client keeps of its own model when it builds one from the global
+ * model: copies from `own` into `received` the running statistics that are
+ * not shared and, with --bn local, the BatchNorm weights and biases. */
+void pfl_keep_local_bn(const pfl_fl *fl, const float *own, float *received);
 const float *pfl_default_personal_model(pfl_fl *fl, int client, float *scratch);
 
 /* Broadcast: client `client` receives the global model and builds its state

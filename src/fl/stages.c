@@ -10,17 +10,17 @@
 
 float *pfl_client_model(const pfl_fl *fl, int client) {
     /* MPI: only the owner keeps a client's model, in its own rows */
-    return fl->client_models + fl->model->num_params * (size_t)pfl_transport_local_index(fl->cfg.transport, client);
+    return fl->client_models + pfl_model_vector_len(fl->model) * (size_t)pfl_transport_local_index(fl->cfg.transport, client);
 }
 
 void pfl_default_local_init(pfl_fl *fl, int client, float *model) {
     const float *from = fl->client_models ? pfl_client_model(fl, client) : fl->global;
-    memcpy(model, from, fl->model->num_params * sizeof(float));
+    memcpy(model, from, pfl_model_vector_len(fl->model) * sizeof(float));
 }
 
 void pfl_default_upload(pfl_fl *fl, int client, const float *model, float *upload) {
     (void)client;
-    memcpy(upload, model, fl->model->num_params * sizeof(float));
+    memcpy(upload, model, pfl_model_vector_len(fl->model) * sizeof(float));
 }
 
 const float *pfl_default_personal_model(pfl_fl *fl, int client, float *scratch) {
@@ -81,6 +81,41 @@ void pfl_default_aggregate(pfl_fl *fl, const int *clients, int n, float *const *
         else if (fl->cfg.modules.flayer_mask_literal) aggregate_span_literal(fl, clients, n, uploads, off, len, total);
         else aggregate_span_masked(fl, clients, n, uploads, off, len);
     }
+    pfl_aggregate_state(fl, clients, n, uploads);
+}
+
+/* ---- BatchNorm state ---- */
+
+bool pfl_state_shared(const pfl_fl *fl, int l) { return fl->shared[l] && fl->cfg.bn == PFL_BN_SHARED; }
+
+void pfl_aggregate_state(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
+    const pfl_model *m = fl->model;
+    if (m->num_state == 0) return;
+    double total = 0.0;
+    for (int k = 0; k < n; k++) total += fl->part->clients[clients[k]].n_train;
+    if (total <= 0.0) return;
+    /* FLAYER's upload mask covers trained parameters only: running
+     * statistics always travel whole */
+    for (int l = 0; l < m->num_layers; l++)
+        if (m->layers[l].state_length > 0 && pfl_state_shared(fl, l))
+            aggregate_span_dense(fl, clients, n, uploads, m->layers[l].state_offset, m->layers[l].state_length, total);
+}
+
+void pfl_bn_mark_local(pfl_fl *fl) {
+    if (fl->cfg.bn != PFL_BN_LOCAL) return;
+    for (int l = 0; l < fl->model->num_layers; l++)
+        if (fl->model->layers[l].state_length > 0) fl->shared[l] = false;
+}
+
+void pfl_keep_local_bn(const pfl_fl *fl, const float *own, float *received) {
+    const pfl_model *m = fl->model;
+    for (int l = 0; l < m->num_layers; l++) {
+        const pfl_layer *ly = &m->layers[l];
+        if (ly->state_length == 0) continue;
+        if (fl->cfg.bn == PFL_BN_LOCAL) memcpy(received + ly->offset, own + ly->offset, ly->length * sizeof(float));
+        if (!pfl_state_shared(fl, l))
+            memcpy(received + ly->state_offset, own + ly->state_offset, ly->state_length * sizeof(float));
+    }
 }
 
 /* ---- broadcast ---- */
@@ -92,9 +127,13 @@ void pfl_fl_receive(pfl_fl *fl, int client, pfl_worker *w) {
     const pfl_algo *algo = fl->algo;
     const pfl_modules_config *mod = &fl->cfg.modules;
     float *state = pfl_client_model(fl, client);
-    const size_t P = fl->model->num_params;
+    const size_t P = fl->model->num_params, V = pfl_model_vector_len(fl->model);
     if (algo->receive) algo->receive(fl, client, state, w->received);
-    else memcpy(w->received, fl->global, P * sizeof(float));
+    else memcpy(w->received, fl->global, V * sizeof(float));
+    pfl_keep_local_bn(fl, state, w->received);
+    /* the modules mix trained parameters; the running statistics are the
+     * received ones (own where they are not shared) */
+    if (mod->ala || mod->flayer_agg) memcpy(state + P, w->received + P, (V - P) * sizeof(float));
     if (mod->ala) {
         pfl_ala_client *ala = (pfl_ala_client *)fl->modules_state + client;
         pfl_ala_config cfg = {mod->ala_p, mod->ala_s, mod->ala_eta, mod->ala_threshold, mod->ala_max_epochs,
@@ -112,6 +151,6 @@ void pfl_fl_receive(pfl_fl *fl, int client, pfl_worker *w) {
     } else if (mod->flayer_agg) {
         pfl_flayer_mix_head(state, w->received, fl->model, fl->cfg.algo.head_layers, fl->local_acc[client]);
     } else if (!algo->keeps_state) {
-        memcpy(state, w->received, P * sizeof(float));
+        memcpy(state, w->received, V * sizeof(float));
     }
 }

@@ -64,7 +64,11 @@ static double learn_epoch(pfl_ala_client *c, const pfl_ala_config *cfg, const pf
         int B = n - start < cfg->batch ? n - start : cfg->batch;
         pfl_dataset_gather(d, idx + start, B, buf->x, buf->y);
         memset(buf->grads + offset, 0, sizeof(float) * length);
-        loss_sum += pfl_forward_loss(buf->ws, buf->temp, buf->x, buf->y, B, false, NULL);
+        /* training mode without an rng: BatchNorm normalizes with batch
+         * statistics as PFLlib's ALA does (the local model it copies is left
+         * in train mode by the previous round's training), dropout is the
+         * identity; the temporary model's running statistics are not kept */
+        loss_sum += pfl_forward_loss(buf->ws, buf->temp, buf->x, buf->y, B, true, NULL);
         pfl_backward_top(buf->ws, buf->temp, buf->y, buf->grads, first_top);
         pfl_ala_weight_step(c->weights, buf->grads + offset, global + offset, local + offset, cfg->eta, length);
         mix(buf->temp + offset, local + offset, global + offset, c->weights, length);
@@ -91,7 +95,7 @@ pfl_ala_report pfl_ala_apply(pfl_ala_client *c, const pfl_ala_config *cfg, const
     memcpy(buf->order, train, sizeof(int) * (size_t)n_train);
     pfl_rng_shuffle(rng, buf->order, (size_t)n_train);
 
-    memcpy(buf->temp, local, sizeof(float) * m->num_params);
+    memcpy(buf->temp, local, sizeof(float) * pfl_model_vector_len(m));
     mix(buf->temp + offset, local + offset, global + offset, c->weights, length);
     double losses[4096];
     const int max_epochs = cfg->max_epochs < 4096 ? cfg->max_epochs : 4096;

@@ -34,7 +34,7 @@ typedef struct {
 /* Buffers ALA borrows from the caller's worker. */
 typedef struct {
     pfl_workspace *ws;
-    float *temp;            /* num_params: the mixed model being trained */
+    float *temp;            /* a model vector: the mixed model being trained */
     float *grads;           /* num_params */
     float *x;               /* batch inputs */
     uint8_t *y;             /* batch labels */

@@ -38,6 +38,48 @@ void pfl_linear_backward(float *din, float *dw, float *db, const float *dout, co
                     din, in_dim);
 }
 
+/* ---- Embedding, mean over tokens ---- */
+
+/* The row of a token, or -1 for padding and ids outside the table. */
+static int embed_row(float v, int vocab, int padding_idx) {
+    if (!(v >= 0.0f && v < (float)vocab)) return -1; /* also NaN */
+    const int id = (int)v;
+    return id == padding_idx ? -1 : id;
+}
+
+void pfl_embed_mean_forward(float *out, const float *ids, const float *table, int B, int L, int vocab, int dim,
+                            int padding_idx) {
+    for (int n = 0; n < B; n++) {
+        float *o = out + (long)n * dim;
+        memset(o, 0, sizeof(float) * (size_t)dim);
+        for (int t = 0; t < L; t++) {
+            const int id = embed_row(ids[(long)n * L + t], vocab, padding_idx);
+            if (id >= 0) axpy(o, 1.0f, table + (long)id * dim, dim);
+        }
+        for (int d = 0; d < dim; d++) o[d] /= (float)L; /* sum / L, as torch's mean */
+    }
+}
+
+void pfl_embed_mean_backward(float *dtable, const float *dout, const float *ids, int B, int L, int vocab, int dim,
+                             int padding_idx) {
+    const float inv_L = 1.0f / (float)L;
+    for (int n = 0; n < B; n++)
+        for (int t = 0; t < L; t++) {
+            const int id = embed_row(ids[(long)n * L + t], vocab, padding_idx);
+            if (id >= 0) axpy(dtable + (long)id * dim, inv_L, dout + (long)n * dim, dim);
+        }
+}
+
+int pfl_embed_rows(int *rows, uint8_t *mark, const float *ids, long n, int vocab, int padding_idx) {
+    int count = 0;
+    for (long i = 0; i < n; i++) {
+        const int id = embed_row(ids[i], vocab, padding_idx);
+        if (id >= 0 && !mark[id]) mark[id] = 1, rows[count++] = id;
+    }
+    for (int k = 0; k < count; k++) mark[rows[k]] = 0;
+    return count;
+}
+
 /* ---- Conv2d ----
  *
  * Each sample is unfolded (im2col) into `col` and multiplied at once,
@@ -45,9 +87,30 @@ void pfl_linear_backward(float *din, float *dw, float *db, const float *dout, co
  * transposes. The backward unfolds each sample again rather than keeping
  * every sample's columns from the forward pass: unfolding is cheap, and the
  * columns it rereads are then hot in L2 instead of coming back from L3 (and
- * the workspace holds one sample's columns instead of a batch's). */
+ * the workspace holds one sample's columns instead of a batch's).
+ *
+ * Small outputs (ResNet's and AlexNet's late stages: 4x4, 2x2, 1x1) make
+ * that GEMM a matrix-vector product that rereads the whole weight matrix
+ * for every sample. There, samples go through in groups whose columns sit
+ * side by side, col[CKK][g][P], so one GEMM covers g samples (at least
+ * CONV_GROUP_COLUMNS columns) and goes through a [OC][g*P] buffer to and
+ * from NCHW. */
 
-long pfl_conv2d_col_floats(const pfl_conv_shape *s) { return (long)s->C * s->K * s->K * s->OH * s->OW; }
+#define CONV_GROUP_COLUMNS 64
+
+/* Samples per GEMM: 1 when one sample's output has CONV_GROUP_COLUMNS
+ * positions or more. */
+static int conv_group(const pfl_conv_shape *s) {
+    const long P = (long)s->OH * s->OW;
+    if (P >= CONV_GROUP_COLUMNS) return 1;
+    const long g = (CONV_GROUP_COLUMNS + P - 1) / P;
+    return g < s->B ? (int)g : (s->B > 0 ? s->B : 1);
+}
+
+long pfl_conv2d_col_floats(const pfl_conv_shape *s) {
+    const long P = (long)s->OH * s->OW, g = conv_group(s);
+    return (long)s->C * s->K * s->K * P * g + (g > 1 ? (long)s->OC * P * g : 0);
+}
 
 /* The output columns ox whose input column ox*stride - pad + kx lies inside
  * [0, W): [*lo, *hi). Computing the range once per row keeps the copy loops
@@ -61,17 +124,18 @@ static void valid_columns(const pfl_conv_shape *s, int kx, int *lo, int *hi) {
     if (*lo > *hi) *lo = *hi;
 }
 
-/* Unfolds one sample into col[CKK][P], P = OH*OW; rows are (c, ky, kx) in
+/* Unfolds one sample into col[CKK][P], P = OH*OW, rows `ld` floats apart
+ * (P, or g*P in a group); rows are (c, ky, kx) in
  * the order of the weight's inner dimensions. The geometry is copied into
  * locals and the buffers are restrict so the short row copies (8 floats in
  * the CNN's second convolution) compile to plain vector moves. */
-static void im2col(float *restrict col, const float *restrict img, const pfl_conv_shape *s) {
+static void im2col(float *restrict col, const float *restrict img, const pfl_conv_shape *s, long ld) {
     const int C = s->C, H = s->H, W = s->W, K = s->K, OH = s->OH, OW = s->OW, pad = s->pad, stride = s->stride;
     for (int c = 0; c < C; c++) {
         const float *restrict plane = img + (long)c * H * W;
         for (int ky = 0; ky < K; ky++)
             for (int kx = 0; kx < K; kx++) {
-                float *restrict dst = col + ((long)(c * K + ky) * K + kx) * OH * OW;
+                float *restrict dst = col + ((long)(c * K + ky) * K + kx) * ld;
                 int lo, hi;
                 valid_columns(s, kx, &lo, &hi);
                 for (int oy = 0; oy < OH; oy++, dst += OW) {
@@ -96,14 +160,14 @@ static void im2col(float *restrict col, const float *restrict img, const pfl_con
 }
 
 /* The adjoint of im2col: adds the columns back into the image gradient. */
-static void col2im(float *restrict img, const float *restrict col, const pfl_conv_shape *s) {
+static void col2im(float *restrict img, const float *restrict col, const pfl_conv_shape *s, long ld) {
     const int C = s->C, H = s->H, W = s->W, K = s->K, OH = s->OH, OW = s->OW, pad = s->pad, stride = s->stride;
     memset(img, 0, sizeof(float) * (size_t)C * H * W);
     for (int c = 0; c < C; c++) {
         float *restrict plane = img + (long)c * H * W;
         for (int ky = 0; ky < K; ky++)
             for (int kx = 0; kx < K; kx++) {
-                const float *restrict src = col + ((long)(c * K + ky) * K + kx) * OH * OW;
+                const float *restrict src = col + ((long)(c * K + ky) * K + kx) * ld;
                 int lo, hi;
                 valid_columns(s, kx, &lo, &hi);
                 for (int oy = 0; oy < OH; oy++, src += OW) {
@@ -134,35 +198,84 @@ static float row_sum(const float *x, long n) {
     return sum;
 }
 
+/* Samples [n0, n0 + g) in one GEMM (see above): out through tmp[OC][g*P]. */
+static void conv_forward_group(float *out, float *col, const float *in, const float *w, const float *b,
+                               const pfl_conv_shape *s, int n0, int g) {
+    const long P = (long)s->OH * s->OW, in_size = (long)s->C * s->H * s->W, ld = g * P;
+    const int CKK = s->C * s->K * s->K;
+    float *tmp = col + (long)CKK * ld;
+    for (int j = 0; j < g; j++) im2col(col + j * P, in + (n0 + j) * in_size, s, ld);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->OC, (int)ld, CKK, 1.0f, w, CKK, col, (int)ld, 0.0f, tmp,
+                (int)ld);
+    for (int j = 0; j < g; j++) {
+        float *out_n = out + (long)(n0 + j) * s->OC * P;
+        for (int oc = 0; oc < s->OC; oc++) {
+            const float bias = b ? b[oc] : 0.0f, *t = tmp + oc * ld + j * P;
+            for (long p = 0; p < P; p++) out_n[oc * P + p] = t[p] + bias;
+        }
+    }
+}
+
 void pfl_conv2d_forward(float *out, float *col, const float *in, const float *w, const float *b,
                         const pfl_conv_shape *s) {
     const long P = (long)s->OH * s->OW, in_size = (long)s->C * s->H * s->W;
-    const int CKK = s->C * s->K * s->K;
+    const int CKK = s->C * s->K * s->K, g = conv_group(s);
+    if (g > 1) {
+        for (int n0 = 0; n0 < s->B; n0 += g) conv_forward_group(out, col, in, w, b, s, n0, s->B - n0 < g ? s->B - n0 : g);
+        return;
+    }
     for (int n = 0; n < s->B; n++) {
         float *out_n = out + (long)n * s->OC * P;
-        im2col(col, in + n * in_size, s);
+        im2col(col, in + n * in_size, s, P);
         for (int oc = 0; oc < s->OC; oc++)
-            for (long p = 0; p < P; p++) out_n[oc * P + p] = b[oc];
+            for (long p = 0; p < P; p++) out_n[oc * P + p] = b ? b[oc] : 0.0f;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->OC, (int)P, CKK, 1.0f, w, CKK, col, (int)P, 1.0f,
                     out_n, (int)P);
     }
 }
 
+static void conv_backward_group(float *din, float *dw, float *db, float *col, const float *dout, const float *in,
+                                const float *w, const pfl_conv_shape *s, int n0, int g) {
+    const long P = (long)s->OH * s->OW, in_size = (long)s->C * s->H * s->W, ld = g * P;
+    const int CKK = s->C * s->K * s->K;
+    float *tmp = col + (long)CKK * ld;
+    for (int j = 0; j < g; j++) {
+        const float *dout_n = dout + (long)(n0 + j) * s->OC * P;
+        for (int oc = 0; oc < s->OC; oc++) {
+            if (db) db[oc] += row_sum(dout_n + oc * P, P);
+            memcpy(tmp + oc * ld + j * P, dout_n + oc * P, sizeof(float) * (size_t)P);
+        }
+        im2col(col + j * P, in + (n0 + j) * in_size, s, ld);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->OC, CKK, (int)ld, 1.0f, tmp, (int)ld, col, (int)ld, 1.0f,
+                dw, CKK);
+    if (!din) return;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, (int)ld, s->OC, 1.0f, w, CKK, tmp, (int)ld, 0.0f, col,
+                (int)ld);
+    for (int j = 0; j < g; j++) col2im(din + (n0 + j) * in_size, col + j * P, s, ld);
+}
+
 void pfl_conv2d_backward(float *din, float *dw, float *db, float *col, const float *dout, const float *in,
                          const float *w, const pfl_conv_shape *s) {
     const long P = (long)s->OH * s->OW, in_size = (long)s->C * s->H * s->W;
-    const int CKK = s->C * s->K * s->K;
+    const int CKK = s->C * s->K * s->K, g = conv_group(s);
+    if (g > 1) {
+        for (int n0 = 0; n0 < s->B; n0 += g)
+            conv_backward_group(din, dw, db, col, dout, in, w, s, n0, s->B - n0 < g ? s->B - n0 : g);
+        return;
+    }
     for (int n = 0; n < s->B; n++) {
         const float *dout_n = dout + (long)n * s->OC * P;
-        for (int oc = 0; oc < s->OC; oc++) db[oc] += row_sum(dout_n + oc * P, P);
-        im2col(col, in + n * in_size, s);
+        if (db)
+            for (int oc = 0; oc < s->OC; oc++) db[oc] += row_sum(dout_n + oc * P, P);
+        im2col(col, in + n * in_size, s, P);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->OC, CKK, (int)P, 1.0f, dout_n, (int)P, col, (int)P,
                     1.0f, dw, CKK);
         if (!din) continue;
         /* the columns are spent: reuse them for the unfolded input gradient */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, (int)P, s->OC, 1.0f, w, CKK, dout_n, (int)P, 0.0f,
                     col, (int)P);
-        col2im(din + n * in_size, col, s);
+        col2im(din + n * in_size, col, s, P);
     }
 }
 
@@ -185,43 +298,160 @@ static void maxpool2x2(float *out, int *argmax, const float *src, int H, int W) 
     }
 }
 
-void pfl_maxpool2d_forward(float *out, int *argmax, const float *in, int B, int C, int H, int W, int k, int stride) {
-    const int OH = (H - k) / stride + 1, OW = (W - k) / stride + 1;
+/* One plane, any window, stride and padding: positions outside the input
+ * are skipped (PyTorch pads with -infinity), so the winner is always a real
+ * input; strict '>' keeps the first maximum. */
+static void maxpool_plane(float *dst, int *arg, const float *src, int H, int W, int k, int stride, int pad, int OH,
+                          int OW) {
+    for (int oy = 0; oy < OH; oy++)
+        for (int ox = 0; ox < OW; ox++) {
+            const int y0 = oy * stride - pad, x0 = ox * stride - pad;
+            const int ylo = y0 < 0 ? 0 : y0, yhi = y0 + k > H ? H : y0 + k;
+            const int xlo = x0 < 0 ? 0 : x0, xhi = x0 + k > W ? W : x0 + k;
+            float best = -FLT_MAX;
+            int best_i = ylo * W + xlo;
+            for (int y = ylo; y < yhi; y++)
+                for (int x = xlo; x < xhi; x++)
+                    if (src[y * W + x] > best) best = src[y * W + x], best_i = y * W + x;
+            dst[oy * OW + ox] = best;
+            arg[oy * OW + ox] = best_i;
+        }
+}
+
+void pfl_maxpool2d_pad_forward(float *out, int *argmax, const float *in, int B, int C, int H, int W, int k, int stride,
+                               int pad) {
+    const int OH = (H + 2 * pad - k) / stride + 1, OW = (W + 2 * pad - k) / stride + 1;
     for (long plane = 0; plane < (long)B * C; plane++) {
         const float *src = in + plane * H * W;
         float *dst = out + plane * OH * OW;
         int *arg = argmax + plane * OH * OW;
-        if (k == 2 && stride == 2) {
-            maxpool2x2(dst, arg, src, H, W);
-            continue;
-        }
-        for (int oy = 0; oy < OH; oy++)
-            for (int ox = 0; ox < OW; ox++) {
-                float best = -FLT_MAX;
-                int best_i = (oy * stride) * W + ox * stride;
-                for (int ky = 0; ky < k; ky++)
-                    for (int kx = 0; kx < k; kx++) {
-                        int i = (oy * stride + ky) * W + ox * stride + kx;
-                        if (src[i] > best) {
-                            best = src[i];
-                            best_i = i;
-                        }
-                    }
-                dst[oy * OW + ox] = best;
-                arg[oy * OW + ox] = best_i;
-            }
+        if (k == 2 && stride == 2 && pad == 0) maxpool2x2(dst, arg, src, H, W);
+        else maxpool_plane(dst, arg, src, H, W, k, stride, pad, OH, OW);
     }
 }
 
-void pfl_maxpool2d_backward(float *din, const float *dout, const int *argmax, int B, int C, int H, int W, int k,
-                            int stride) {
-    const int OH = (H - k) / stride + 1, OW = (W - k) / stride + 1;
+void pfl_maxpool2d_forward(float *out, int *argmax, const float *in, int B, int C, int H, int W, int k, int stride) {
+    pfl_maxpool2d_pad_forward(out, argmax, in, B, C, H, W, k, stride, 0);
+}
+
+void pfl_maxpool2d_pad_backward(float *din, const float *dout, const int *argmax, int B, int C, int H, int W, int k,
+                                int stride, int pad) {
+    const int OH = (H + 2 * pad - k) / stride + 1, OW = (W + 2 * pad - k) / stride + 1;
     memset(din, 0, sizeof(float) * (size_t)B * C * H * W);
     for (long plane = 0; plane < (long)B * C; plane++) {
         float *dst = din + plane * H * W;
         const float *src = dout + plane * OH * OW;
         const int *arg = argmax + plane * OH * OW;
         for (int o = 0; o < OH * OW; o++) dst[arg[o]] += src[o];
+    }
+}
+
+void pfl_maxpool2d_backward(float *din, const float *dout, const int *argmax, int B, int C, int H, int W, int k,
+                            int stride) {
+    pfl_maxpool2d_pad_backward(din, dout, argmax, B, C, H, W, k, stride, 0);
+}
+
+/* ---- global average pooling ---- */
+
+void pfl_avgpool_global_forward(float *out, const float *in, int B, int C, int HW) {
+    for (long plane = 0; plane < (long)B * C; plane++) out[plane] = row_sum(in + plane * HW, HW) / (float)HW;
+}
+
+void pfl_avgpool_global_backward(float *din, const float *dout, int B, int C, int HW) {
+    const float scale = 1.0f / (float)HW;
+    for (long plane = 0; plane < (long)B * C; plane++) {
+        const float g = dout[plane] * scale;
+        float *d = din + plane * HW;
+        for (int i = 0; i < HW; i++) d[i] = g;
+    }
+}
+
+/* ---- BatchNorm2d ----
+ *
+ * A channel's values are B planes of HW floats, one per sample. Sums run in
+ * double: a channel of the CIFAR ResNet's first stage holds B * 1024 values,
+ * and the variance is taken around the mean in a second pass (no
+ * cancellation). */
+
+static double channel_sum(const float *in, int B, int C, int HW, int c) {
+    double s = 0.0;
+    for (int n = 0; n < B; n++) s += row_sum(in + ((long)n * C + c) * HW, HW);
+    return s;
+}
+
+/* y = (x - mu) * scale + shift over channel c: centring first keeps the
+ * precision when the mean is large against the spread. */
+static void normalize_channel(float *out, const float *in, int B, int C, int HW, int c, float mu, float scale,
+                              float shift) {
+    for (int n = 0; n < B; n++) {
+        const float *x = in + ((long)n * C + c) * HW;
+        float *y = out + ((long)n * C + c) * HW;
+        for (int i = 0; i < HW; i++) y[i] = (x[i] - mu) * scale + shift;
+    }
+}
+
+void pfl_batchnorm_forward_train(float *out, float *mean, float *var, float *invstd, const float *in,
+                                 const float *gamma, const float *beta, int B, int C, int HW) {
+    const double N = (double)B * HW;
+    for (int c = 0; c < C; c++) {
+        const double mu = channel_sum(in, B, C, HW, c) / N;
+        double ss = 0.0;
+        for (int n = 0; n < B; n++) {
+            const float *x = in + ((long)n * C + c) * HW;
+            for (int i = 0; i < HW; i++) ss += ((double)x[i] - mu) * ((double)x[i] - mu);
+        }
+        const double v = ss / N, is = 1.0 / sqrt(v + (double)PFL_BN_EPS);
+        mean[c] = (float)mu, var[c] = (float)v, invstd[c] = (float)is;
+        normalize_channel(out, in, B, C, HW, c, (float)mu, (float)(gamma[c] * is), beta[c]);
+    }
+}
+
+void pfl_batchnorm_forward_eval(float *out, float *invstd, const float *in, const float *gamma, const float *beta,
+                                const float *running_mean, const float *running_var, int B, int C, int HW) {
+    for (int c = 0; c < C; c++) {
+        const double is = 1.0 / sqrt((double)running_var[c] + (double)PFL_BN_EPS);
+        invstd[c] = (float)is;
+        normalize_channel(out, in, B, C, HW, c, running_mean[c], (float)(gamma[c] * is), beta[c]);
+    }
+}
+
+void pfl_batchnorm_backward(float *din, float *dgamma, float *dbeta, const float *dout, const float *in,
+                            const float *gamma, const float *mean, const float *invstd, int B, int C, int HW,
+                            bool batch_stats) {
+    const double N = (double)B * HW;
+    for (int c = 0; c < C; c++) {
+        const double mu = mean[c], is = invstd[c];
+        double sum_dy = 0.0, sum_dy_xhat = 0.0;
+        for (int n = 0; n < B; n++) {
+            const long base = ((long)n * C + c) * HW;
+            for (int i = 0; i < HW; i++) {
+                const double dy = dout[base + i];
+                sum_dy += dy;
+                sum_dy_xhat += dy * ((double)in[base + i] - mu) * is;
+            }
+        }
+        dgamma[c] += (float)sum_dy_xhat;
+        dbeta[c] += (float)sum_dy;
+        if (!din) continue;
+        /* din = a * dout + b * (x - mu) + d per channel, with xhat = (x - mu) * is:
+         * a = gamma * is; batch statistics add b = -a * is * mean(dout * xhat)
+         * and d = -a * mean(dout) */
+        const double a = gamma[c] * is;
+        const double b = batch_stats ? -a * is * (sum_dy_xhat / N) : 0.0, d = batch_stats ? -a * (sum_dy / N) : 0.0;
+        const float fa = (float)a, fb = (float)b, fd = (float)d, fmu = (float)mu;
+        for (int n = 0; n < B; n++) {
+            const long base = ((long)n * C + c) * HW;
+            for (int i = 0; i < HW; i++) din[base + i] = fa * dout[base + i] + fb * (in[base + i] - fmu) + fd;
+        }
+    }
+}
+
+void pfl_batchnorm_update_running(float *running_mean, float *running_var, const float *mean, const float *var,
+                                  int C, long n, float momentum) {
+    const double unbias = n > 1 ? (double)n / (double)(n - 1) : 1.0;
+    for (int c = 0; c < C; c++) {
+        running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean[c];
+        running_var[c] = (1.0f - momentum) * running_var[c] + momentum * (float)(var[c] * unbias);
     }
 }
 

@@ -7,7 +7,8 @@
 
 #include "util/err.h"
 
-const char *const pfl_model_names = "cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn";
+const char *const pfl_model_names =
+    "cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn, resnet18, resnet18-cifar, alexnet, fasttext[:VOCAB[:DIM]]";
 
 /* ---- building the tables ---- */
 
@@ -26,33 +27,69 @@ static int add_tensor(pfl_model *m, const char *name, int ndim, const int *shape
     return 0;
 }
 
-/* A parametric layer "<name>" with tensors "<prefix>.weight" and "<prefix>.bias". */
-static int add_layer(pfl_model *m, const char *name, const char *prefix, int wdim, const int *wshape, int bias_len) {
+/* Opens layer `name`; its tensors follow, then end_layer. */
+static int begin_layer(pfl_model *m, const char *name) {
     if (m->num_layers >= PFL_MAX_LAYERS) return pfl_err("model %s: too many layers", m->name);
     pfl_layer *l = &m->layers[m->num_layers];
+    memset(l, 0, sizeof *l);
     snprintf(l->name, sizeof l->name, "%s", name);
     l->offset = m->num_params;
     l->first_tensor = m->num_tensors;
-    char tname[40];
-    snprintf(tname, sizeof tname, "%s.weight", prefix);
-    if (add_tensor(m, tname, wdim, wshape)) return -1;
-    snprintf(tname, sizeof tname, "%s.bias", prefix);
-    if (add_tensor(m, tname, 1, &bias_len)) return -1;
-    l->num_tensors = 2;
+    l->first_state = m->num_state_tensors;
+    l->state_offset = m->num_state;
+    return 0;
+}
+
+static int end_layer(pfl_model *m) {
+    pfl_layer *l = &m->layers[m->num_layers];
+    l->num_tensors = m->num_tensors - l->first_tensor;
     l->length = m->num_params - l->offset;
+    l->num_state_tensors = m->num_state_tensors - l->first_state;
+    l->state_length = m->num_state - l->state_offset;
     return m->num_layers++;
 }
 
-static pfl_op *push_op(pfl_model *m, pfl_op_kind kind) {
+/* A parametric layer "<name>" with tensors "<prefix>.weight" and "<prefix>.bias". */
+static int add_layer(pfl_model *m, const char *name, const char *prefix, int wdim, const int *wshape, int bias_len) {
+    if (begin_layer(m, name)) return -1;
+    char tname[40];
+    snprintf(tname, sizeof tname, "%s.weight", prefix);
+    if (add_tensor(m, tname, wdim, wshape)) return -1;
+    if (bias_len > 0) { /* 0: a convolution without bias, an embedding */
+        snprintf(tname, sizeof tname, "%s.bias", prefix);
+        if (add_tensor(m, tname, 1, &bias_len)) return -1;
+    }
+    return end_layer(m);
+}
+
+/* A running-statistics tensor "<prefix>.<what>" of n floats. Its offset is
+ * relative to the state part until pfl_model_finish places that part after
+ * the parameters. */
+static int add_state_tensor(pfl_model *m, const char *prefix, const char *what, int n) {
+    if (m->num_state_tensors >= PFL_MAX_STATE_TENSORS) return pfl_err("model %s: too many state tensors", m->name);
+    pfl_tensor *t = &m->state_tensors[m->num_state_tensors++];
+    snprintf(t->name, sizeof t->name, "%s.%s", prefix, what);
+    t->ndim = 1;
+    t->shape[0] = n;
+    t->length = (size_t)n;
+    t->offset = m->num_state;
+    m->num_state += t->length;
+    return 0;
+}
+
+/* Appends an op reading the output of op `src` (-1: the network input). */
+static pfl_op *push_op_from(pfl_model *m, pfl_op_kind kind, int src) {
     if (m->num_ops >= PFL_MAX_OPS) return NULL;
     pfl_op *op = &m->ops[m->num_ops];
     memset(op, 0, sizeof *op);
     op->kind = kind;
     op->layer = -1;
-    if (m->num_ops == 0) {
+    op->src = src;
+    op->src2 = -1;
+    if (src < 0) {
         op->in_c = m->in_c, op->in_h = m->in_h, op->in_w = m->in_w;
     } else {
-        const pfl_op *prev = &m->ops[m->num_ops - 1];
+        const pfl_op *prev = &m->ops[src];
         op->in_c = prev->out_c, op->in_h = prev->out_h, op->in_w = prev->out_w;
     }
     op->out_c = op->in_c, op->out_h = op->in_h, op->out_w = op->in_w;
@@ -60,9 +97,16 @@ static pfl_op *push_op(pfl_model *m, pfl_op_kind kind) {
     return op;
 }
 
-static int add_conv(pfl_model *m, const char *name, const char *prefix, int out_c, int k, int stride, int pad) {
-    pfl_op *op = push_op(m, PFL_OP_CONV2D);
+static pfl_op *push_op(pfl_model *m, pfl_op_kind kind) { return push_op_from(m, kind, m->num_ops - 1); }
+
+/* A Conv2d reading op `src`, with or without bias. */
+static int add_conv_from(pfl_model *m, int src, const char *name, const char *prefix, int out_c, int k, int stride,
+                         int pad, bool bias) {
+    pfl_op *op = push_op_from(m, PFL_OP_CONV2D, src);
     if (!op) return pfl_err("model %s: too many operations", m->name);
+    if (out_c <= 0 || k <= 0 || stride <= 0 || pad < 0)
+        return pfl_err("model %s: %s: bad convolution (out %d, kernel %d, stride %d, padding %d)", m->name, name, out_c,
+                       k, stride, pad);
     op->kernel = k, op->stride = stride, op->pad = pad;
     op->out_c = out_c;
     op->out_h = (op->in_h + 2 * pad - k) / stride + 1;
@@ -70,8 +114,12 @@ static int add_conv(pfl_model *m, const char *name, const char *prefix, int out_
     if (op->out_h <= 0 || op->out_w <= 0)
         return pfl_err("model %s: input %dx%d too small for %s", m->name, m->in_h, m->in_w, name);
     int shape[4] = {out_c, op->in_c, k, k};
-    op->layer = add_layer(m, name, prefix, 4, shape, out_c);
+    op->layer = add_layer(m, name, prefix, 4, shape, bias ? out_c : 0);
     return op->layer < 0 ? -1 : 0;
+}
+
+static int add_conv(pfl_model *m, const char *name, const char *prefix, int out_c, int k, int stride, int pad) {
+    return add_conv_from(m, m->num_ops - 1, name, prefix, out_c, k, stride, pad, true);
 }
 
 static int add_linear(pfl_model *m, const char *name, const char *prefix, int out_features) {
@@ -91,12 +139,37 @@ static int add_simple(pfl_model *m, pfl_op_kind kind) {
     return 0;
 }
 
-static int add_maxpool(pfl_model *m, int k, int stride) {
+static int add_maxpool_pad(pfl_model *m, int k, int stride, int pad) {
     pfl_op *op = push_op(m, PFL_OP_MAXPOOL2D);
     if (!op) return pfl_err("model %s: too many operations", m->name);
-    op->kernel = k, op->stride = stride;
-    op->out_h = (op->in_h - k) / stride + 1;
-    op->out_w = (op->in_w - k) / stride + 1;
+    if (k <= 0 || stride <= 0 || pad < 0 || 2 * pad > k)
+        return pfl_err("model %s: bad max pooling (kernel %d, stride %d, padding %d; padding at most half the kernel)",
+                       m->name, k, stride, pad);
+    op->kernel = k, op->stride = stride, op->pad = pad;
+    op->out_h = (op->in_h + 2 * pad - k) / stride + 1;
+    op->out_w = (op->in_w + 2 * pad - k) / stride + 1;
+    if (op->out_h <= 0 || op->out_w <= 0)
+        return pfl_err("model %s: input %dx%d too small for a %dx%d max pooling", m->name, m->in_h, m->in_w, k, k);
+    return 0;
+}
+
+static int add_maxpool(pfl_model *m, int k, int stride) { return add_maxpool_pad(m, k, stride, 0); }
+
+/* BatchNorm2d reading op `src`: weight and bias (trained), running mean and
+ * variance (state). */
+static int add_batchnorm_from(pfl_model *m, int src, const char *prefix) {
+    pfl_op *op = push_op_from(m, PFL_OP_BATCHNORM2D, src);
+    if (!op) return pfl_err("model %s: too many operations", m->name);
+    const int C = op->in_c;
+    if (begin_layer(m, prefix)) return -1;
+    char tname[40];
+    snprintf(tname, sizeof tname, "%s.weight", prefix);
+    if (add_tensor(m, tname, 1, &C)) return -1;
+    snprintf(tname, sizeof tname, "%s.bias", prefix);
+    if (add_tensor(m, tname, 1, &C)) return -1;
+    if (add_state_tensor(m, prefix, "running_mean", C) || add_state_tensor(m, prefix, "running_var", C)) return -1;
+    m->layers[m->num_layers].init = PFL_INIT_BATCHNORM;
+    op->layer = end_layer(m);
     return 0;
 }
 
@@ -165,51 +238,277 @@ static int build_tsdp(pfl_model *m) {
     return 0;
 }
 
-bool pfl_model_known(const char *name) {
-    return strcmp(name, "cnn") == 0 || strcmp(name, "dnn") == 0 || strcmp(name, "mlp") == 0 ||
-           strcmp(name, "mnist-cnn") == 0 || strcmp(name, "cifar-cnn") == 0 || strcmp(name, "tsdp-cnn") == 0;
+/* PFLlib's fastText (models.py): nn.Embedding(vocab, dim, padding_idx=0),
+ * the mean over all tokens, fc1 = Linear(dim, dim), fc = Linear(dim,
+ * classes), log_softmax (dropped: idempotent before CrossEntropyLoss, as for
+ * the dnn). There is no nonlinearity between fc1 and fc in PFLlib, so none
+ * here. The embedding must be the first op: token ids have no gradient. */
+static int build_fasttext(pfl_model *m, int vocab, int dim) {
+    if (m->in_c != 1 || m->in_h != 1)
+        return pfl_err("model fasttext reads token ids (1x1xL, a text dataset such as agnews), not %dx%dx%d inputs",
+                       m->in_c, m->in_h, m->in_w);
+    pfl_op *op = push_op(m, PFL_OP_EMBED_MEAN);
+    if (!op) return pfl_err("model %s: too many operations", m->name);
+    op->vocab = vocab, op->padding_idx = 0; /* PFLlib: padding_idx=0 */
+    op->out_c = dim, op->out_h = op->out_w = 1;
+    int shape[2] = {vocab, dim};
+    op->layer = add_layer(m, "embedding", "embedding", 2, shape, 0);
+    if (op->layer < 0) return -1;
+    m->layers[op->layer].init = PFL_INIT_EMBEDDING;
+    if (add_linear(m, "fc1", "fc1", dim) || add_linear(m, "fc", "fc", m->classes)) return -1;
+    return 0;
 }
 
-int pfl_model_build(pfl_model *m, const char *name, int in_c, int in_h, int in_w, int classes) {
+/* "fasttext", "fasttext:V" or "fasttext:V:D": 1 with *vocab, *dim set; 0
+ * when the name is not fasttext's; -1 (with a message) when its options are
+ * malformed. */
+static int parse_fasttext(const char *name, int *vocab, int *dim) {
+    *vocab = PFL_FASTTEXT_VOCAB, *dim = PFL_FASTTEXT_DIM;
+    if (strncmp(name, "fasttext", 8) != 0 || (name[8] != '\0' && name[8] != ':')) return 0;
+    const char *p = name + 8;
+    long v[2] = {*vocab, *dim};
+    for (int k = 0; k < 2 && *p == ':'; k++) {
+        char *end;
+        v[k] = strtol(p + 1, &end, 10);
+        if (end == p + 1) break;
+        p = end;
+    }
+    if (*p != '\0' || v[0] < 3 || v[0] > (1L << 24) || v[1] < 1 || v[1] > 65536)
+        return pfl_err("--model %s: expected fasttext, fasttext:VOCAB or fasttext:VOCAB:DIM with 3 <= VOCAB <= %ld "
+                       "(ids 0 and 1 are <pad> and <unk>) and 1 <= DIM <= 65536",
+                       name, 1L << 24);
+    *vocab = (int)v[0], *dim = (int)v[1];
+    return 1;
+}
+
+static bool fasttext_known(const char *name) {
+    int vocab, dim;
+    return parse_fasttext(name, &vocab, &dim) == 1;
+}
+
+int pfl_model_vocab(const pfl_model *m) {
+    return m->num_ops > 0 && m->ops[0].kind == PFL_OP_EMBED_MEAN ? m->ops[0].vocab : 0;
+}
+
+/* ---- assembling a network op by op (model.h) ---- */
+
+int pfl_model_begin(pfl_model *m, const char *name, int in_c, int in_h, int in_w, int classes) {
     memset(m, 0, sizeof *m);
     if (in_c <= 0 || in_h <= 0 || in_w <= 0 || classes <= 1 || classes > 256)
         return pfl_err("model %s: bad input shape %dx%dx%d or class count %d", name, in_c, in_h, in_w, classes);
     snprintf(m->name, sizeof m->name, "%s", name);
     m->in_c = in_c, m->in_h = in_h, m->in_w = in_w, m->classes = classes;
+    return 0;
+}
+
+int pfl_model_conv(pfl_model *m, const char *layer, int out_c, int k, int stride, int pad, bool bias) {
+    return add_conv_from(m, m->num_ops - 1, layer, layer, out_c, k, stride, pad, bias);
+}
+
+int pfl_model_batchnorm(pfl_model *m, const char *layer) { return add_batchnorm_from(m, m->num_ops - 1, layer); }
+
+int pfl_model_relu(pfl_model *m) { return add_simple(m, PFL_OP_RELU); }
+
+int pfl_model_maxpool(pfl_model *m, int k, int stride, int pad) { return add_maxpool_pad(m, k, stride, pad); }
+
+int pfl_model_linear(pfl_model *m, const char *layer, int out_features) {
+    return add_linear(m, layer, layer, out_features);
+}
+
+int pfl_model_avgpool(pfl_model *m) {
+    pfl_op *op = push_op(m, PFL_OP_AVGPOOL);
+    if (!op) return pfl_err("model %s: too many operations", m->name);
+    op->out_h = op->out_w = 1;
+    return 0;
+}
+
+/* out = output of op a + output of op b (same shape). */
+static int add_sum(pfl_model *m, int a, int b) {
+    pfl_op *op = push_op_from(m, PFL_OP_ADD, a);
+    if (!op) return pfl_err("model %s: too many operations", m->name);
+    const pfl_op *ob = &m->ops[b];
+    if (ob->out_c != op->in_c || ob->out_h != op->in_h || ob->out_w != op->in_w)
+        return pfl_err("model %s: residual sum of %dx%dx%d and %dx%dx%d", m->name, op->in_c, op->in_h, op->in_w,
+                       ob->out_c, ob->out_h, ob->out_w);
+    op->src2 = b;
+    return 0;
+}
+
+int pfl_model_basic_block(pfl_model *m, const char *prefix, int out_c, int stride) {
+    char name[32];
+    const int input = m->num_ops - 1; /* the block's input x */
+    const int in_c = input < 0 ? m->in_c : m->ops[input].out_c;
+#define NAME(suffix) (snprintf(name, sizeof name, "%s.%s", prefix, suffix), name)
+    if (add_conv_from(m, input, NAME("conv1"), name, out_c, 3, stride, 1, false) ||
+        add_batchnorm_from(m, m->num_ops - 1, NAME("bn1")) || add_simple(m, PFL_OP_RELU) ||
+        add_conv_from(m, m->num_ops - 1, NAME("conv2"), name, out_c, 3, 1, 1, false) ||
+        add_batchnorm_from(m, m->num_ops - 1, NAME("bn2")))
+        return -1;
+    const int main_path = m->num_ops - 1;
+    int shortcut = input;
+    if (stride != 1 || in_c != out_c) {
+        if (add_conv_from(m, input, NAME("downsample.0"), name, out_c, 1, stride, 0, false) ||
+            add_batchnorm_from(m, m->num_ops - 1, NAME("downsample.1")))
+            return -1;
+        shortcut = m->num_ops - 1;
+    }
+#undef NAME
+    if (shortcut < 0) return pfl_err("model %s: %s: a residual block cannot start at the input", m->name, prefix);
+    return add_sum(m, main_path, shortcut) || add_simple(m, PFL_OP_RELU) ? -1 : 0;
+}
+
+int pfl_model_finish(pfl_model *m) {
+    if (m->num_ops == 0) return pfl_err("model %s: no operations", m->name);
+    const pfl_op *last = &m->ops[m->num_ops - 1];
+    if ((long)last->out_c * last->out_h * last->out_w != m->classes)
+        return pfl_err("model %s: the last operation gives %d x %d x %d values for %d classes", m->name, last->out_c,
+                       last->out_h, last->out_w, m->classes);
+    /* the state follows the parameters in the model vector */
+    for (int t = 0; t < m->num_state_tensors; t++) m->state_tensors[t].offset += m->num_params;
+    for (int l = 0; l < m->num_layers; l++) m->layers[l].state_offset += m->num_params;
+    return 0;
+}
+
+/* torchvision's resnet18 (as PFLlib builds it: resnet18(num_classes=K)):
+ * a stem, four stages of two BasicBlocks (64, 128, 256, 512 channels; each
+ * later stage halves the size in its first block), global average pooling
+ * and fc. The ImageNet stem is conv 7x7/2 (padding 3), BN, ReLU, max pool
+ * 3x3/2 (padding 1): a 32x32 image is 8x8 after it and 1x1 in the last
+ * stage. The CIFAR stem (resnet18-cifar, as in the ResNet paper's CIFAR
+ * nets and most CIFAR code) is conv 3x3/1 (padding 1), BN, ReLU, no pooling:
+ * 32x32 stays 32x32 in the first stage, about 16x the work. Convolutions
+ * have no bias and start from torchvision's kaiming_normal(fan_out). */
+static int build_resnet18(pfl_model *m, bool imagenet_stem) {
+    static const int widths[4] = {64, 128, 256, 512};
+    if (imagenet_stem ? pfl_model_conv(m, "conv1", 64, 7, 2, 3, false) : pfl_model_conv(m, "conv1", 64, 3, 1, 1, false))
+        return -1;
+    if (pfl_model_batchnorm(m, "bn1") || pfl_model_relu(m) || (imagenet_stem && pfl_model_maxpool(m, 3, 2, 1)))
+        return -1;
+    for (int stage = 0; stage < 4; stage++)
+        for (int b = 0; b < 2; b++) {
+            char prefix[16];
+            snprintf(prefix, sizeof prefix, "layer%d.%d", stage + 1, b);
+            if (pfl_model_basic_block(m, prefix, widths[stage], stage > 0 && b == 0 ? 2 : 1)) return -1;
+        }
+    if (pfl_model_avgpool(m) || pfl_model_linear(m, "fc", m->classes)) return -1;
+    for (int i = 0; i < m->num_ops; i++)
+        if (m->ops[i].kind == PFL_OP_CONV2D) m->layers[m->ops[i].layer].init = PFL_INIT_KAIMING_OUT;
+    return pfl_model_finish(m);
+}
+
+/* FedALP's "AlexNet model accustomed to the CIFAR-10 dataset ... 5
+ * convolutional layers and 3 fully connected layers"; the paper gives no
+ * widths, so pfl uses the CIFAR-10 AlexNet common in PyTorch code (and in FL
+ * code bases): conv 3x3 of 64 (stride 2, padding 1), 192, 384, 256, 256
+ * (padding 1), ReLU after each, 2x2 max pooling after the 1st, 2nd and 5th,
+ * then Dropout(0.5), Linear(256*2*2, 4096), ReLU, Dropout(0.5),
+ * Linear(4096, 4096), ReLU, Linear(4096, classes). 32x32: 16, 8, 4, 2 (28x28:
+ * 14, 7, 3, 1). Tensor names as nn.Sequential `features` and `classifier`. */
+static int build_alexnet(pfl_model *m) {
+    if (add_conv(m, "features.0", "features.0", 64, 3, 2, 1) || add_simple(m, PFL_OP_RELU) || add_maxpool(m, 2, 2) ||
+        add_conv(m, "features.3", "features.3", 192, 3, 1, 1) || add_simple(m, PFL_OP_RELU) || add_maxpool(m, 2, 2) ||
+        add_conv(m, "features.6", "features.6", 384, 3, 1, 1) || add_simple(m, PFL_OP_RELU) ||
+        add_conv(m, "features.8", "features.8", 256, 3, 1, 1) || add_simple(m, PFL_OP_RELU) ||
+        add_conv(m, "features.10", "features.10", 256, 3, 1, 1) || add_simple(m, PFL_OP_RELU) ||
+        add_maxpool(m, 2, 2) || add_simple(m, PFL_OP_FLATTEN) || add_dropout(m, 0.5f) ||
+        add_linear(m, "classifier.1", "classifier.1", 4096) || add_simple(m, PFL_OP_RELU) || add_dropout(m, 0.5f) ||
+        add_linear(m, "classifier.4", "classifier.4", 4096) || add_simple(m, PFL_OP_RELU) ||
+        add_linear(m, "classifier.6", "classifier.6", m->classes))
+        return -1;
+    return pfl_model_finish(m);
+}
+
+bool pfl_model_known(const char *name) {
+    return strcmp(name, "cnn") == 0 || strcmp(name, "dnn") == 0 || strcmp(name, "mlp") == 0 ||
+           strcmp(name, "mnist-cnn") == 0 || strcmp(name, "cifar-cnn") == 0 || strcmp(name, "tsdp-cnn") == 0 ||
+           strcmp(name, "resnet18") == 0 || strcmp(name, "resnet18-cifar") == 0 || strcmp(name, "alexnet") == 0 ||
+           fasttext_known(name);
+}
+
+int pfl_model_build(pfl_model *m, const char *name, int in_c, int in_h, int in_w, int classes) {
+    if (pfl_model_begin(m, name, in_c, in_h, in_w, classes)) return -1;
     if (strcmp(name, "cnn") == 0) return build_cnn(m);
     if (strcmp(name, "dnn") == 0) return build_dnn(m, 100);
     /* FedALP's MNIST-NN / the FedAvg paper's 2NN width: one hidden layer of 200. */
     if (strcmp(name, "mlp") == 0) return build_dnn(m, 200);
     if (strcmp(name, "mnist-cnn") == 0 || strcmp(name, "cifar-cnn") == 0) return build_conv3(m, 64);
     if (strcmp(name, "tsdp-cnn") == 0) return build_tsdp(m);
+    if (strcmp(name, "resnet18") == 0 || strcmp(name, "resnet18-cifar") == 0)
+        return build_resnet18(m, strcmp(name, "resnet18") == 0);
+    if (strcmp(name, "alexnet") == 0) return build_alexnet(m);
+    int vocab, dim, fasttext = parse_fasttext(name, &vocab, &dim);
+    if (fasttext < 0) return -1;
+    if (fasttext) {
+        snprintf(m->name, sizeof m->name, "fasttext"); /* the options live in the op */
+        return build_fasttext(m, vocab, dim);
+    }
     return pfl_err("--model: unknown model '%s' (choose from %s)", name, pfl_model_names);
+}
+
+/* nn.Embedding's reset_parameters: N(0, 1), then the padding row zeroed. */
+static void init_embedding(const pfl_op *op, float *table, pfl_rng *rng) {
+    const size_t n = (size_t)op->vocab * (size_t)op->out_c;
+    for (size_t i = 0; i < n; i++) table[i] = (float)pfl_rng_normal(rng);
+    if (op->padding_idx >= 0)
+        memset(table + (size_t)op->padding_idx * (size_t)op->out_c, 0, sizeof(float) * (size_t)op->out_c);
 }
 
 void pfl_model_init_params(const pfl_model *m, float *params, pfl_rng *rng) {
     for (int l = 0; l < m->num_layers; l++) {
         const pfl_layer *layer = &m->layers[l];
         const pfl_tensor *w = &m->tensors[layer->first_tensor];
-        size_t fan_in = w->length / (size_t)w->shape[0];
-        float bound = 1.0f / sqrtf((float)fan_in);
         float *p = params + layer->offset;
-        for (size_t i = 0; i < layer->length; i++) p[i] = (float)((2.0 * pfl_rng_uniform(rng) - 1.0) * bound);
+        if (layer->init == PFL_INIT_EMBEDDING) {
+            init_embedding(&m->ops[0], p, rng); /* the embedding is always the first op */
+        } else if (layer->init == PFL_INIT_BATCHNORM) {
+            const size_t C = w->length; /* weight 1, bias 0 */
+            for (size_t i = 0; i < layer->length; i++) p[i] = i < C ? 1.0f : 0.0f;
+        } else if (layer->init == PFL_INIT_KAIMING_OUT) {
+            /* weight only: torchvision's ResNet convolutions have no bias */
+            const size_t fan_out = w->length / (size_t)w->shape[1];
+            const double std = sqrt(2.0 / (double)fan_out);
+            for (size_t i = 0; i < layer->length; i++) p[i] = (float)(std * pfl_rng_normal(rng));
+        } else {
+            size_t fan_in = w->length / (size_t)w->shape[0];
+            float bound = 1.0f / sqrtf((float)fan_in);
+            for (size_t i = 0; i < layer->length; i++) p[i] = (float)((2.0 * pfl_rng_uniform(rng) - 1.0) * bound);
+        }
+    }
+    /* running means 0, running variances 1 */
+    for (int t = 0; t < m->num_state_tensors; t++) {
+        const pfl_tensor *st = &m->state_tensors[t];
+        const size_t len = strlen(st->name), tail = strlen("running_var");
+        const float v = len >= tail && strcmp(st->name + len - tail, "running_var") == 0 ? 1.0f : 0.0f;
+        for (size_t i = 0; i < st->length; i++) params[st->offset + i] = v;
     }
 }
 
-/* ---- workspace ---- */
+/* ---- workspace ----
+ *
+ * Each op owns an output buffer and its gradient, except ops that work in
+ * place: Flatten (only the shape changes) and a ReLU right after a
+ * BatchNorm or a residual sum that nothing else reads (neither backward
+ * needs its own output, so the ReLU may overwrite it: a third less memory
+ * in a ResNet). */
 
 struct pfl_workspace {
     const pfl_model *model;
     int max_batch;
     int batch;              /* B of the last forward */
     bool dropped;           /* the last forward drew dropout masks (train with an rng) */
+    bool batch_stats;       /* the last forward normalized with batch statistics (train) */
     float *input;           /* max_batch x input size */
     const float *x;         /* input of the last forward */
-    float *act[PFL_MAX_OPS];   /* outputs of each op */
+    float *act[PFL_MAX_OPS];   /* outputs of each op (NULL: a Flatten of the input) */
     float *dact[PFL_MAX_OPS];  /* gradients wrt those outputs */
-    float *scratch[PFL_MAX_OPS]; /* conv: unfolded input; dropout: mask */
+    bool owns[PFL_MAX_OPS];    /* act and dact were allocated for this op (not shared in place) */
+    bool written[PFL_MAX_OPS]; /* backward: the output gradient holds a first contribution */
+    float *scratch[PFL_MAX_OPS]; /* conv: unfolded input; dropout: mask; batchnorm: mean, var, invstd */
     int *argmax[PFL_MAX_OPS];  /* maxpool winners */
+    float *gsum;            /* the gradient of an output read by several ops, before it is added */
     float *probs, *dlogits;
+    int *rows, num_rows;       /* embedding rows the last forward read (fasttext) */
+    uint8_t *row_mark;         /* vocab bytes, all zero between calls */
 };
 
 static long op_out_size(const pfl_op *op) { return (long)op->out_c * op->out_h * op->out_w; }
@@ -219,6 +518,38 @@ static pfl_conv_shape conv_shape(const pfl_op *op, int B) {
     return s;
 }
 
+/* How many ops read op j's output. */
+static int readers(const pfl_model *m, int j) {
+    int n = 0;
+    for (int i = j + 1; i < m->num_ops; i++) n += (m->ops[i].src == j) + (m->ops[i].src2 == j);
+    return n;
+}
+
+/* Whether op i reuses its input's buffers (see above). */
+static bool in_place(const pfl_model *m, int i) {
+    const pfl_op *op = &m->ops[i];
+    if (op->kind == PFL_OP_FLATTEN) return true;
+    if (op->kind != PFL_OP_RELU || op->src < 0) return false;
+    const pfl_op_kind k = m->ops[op->src].kind;
+    return (k == PFL_OP_BATCHNORM2D || k == PFL_OP_ADD) && readers(m, op->src) == 1;
+}
+
+static int alloc_op(pfl_workspace *ws, int i) {
+    const pfl_model *m = ws->model;
+    const pfl_op *op = &m->ops[i];
+    const size_t B = (size_t)ws->max_batch, n = B * (size_t)op_out_size(op);
+    if (!(ws->act[i] = pfl_malloc(sizeof(float) * n)) || !(ws->dact[i] = pfl_malloc(sizeof(float) * n))) return -1;
+    ws->owns[i] = true;
+    if (op->kind == PFL_OP_CONV2D) {
+        pfl_conv_shape s = conv_shape(op, ws->max_batch);
+        return (ws->scratch[i] = pfl_malloc(sizeof(float) * (size_t)pfl_conv2d_col_floats(&s))) ? 0 : -1;
+    }
+    if (op->kind == PFL_OP_DROPOUT) return (ws->scratch[i] = pfl_malloc(sizeof(float) * n)) ? 0 : -1;
+    if (op->kind == PFL_OP_MAXPOOL2D) return (ws->argmax[i] = pfl_malloc(sizeof(int) * n)) ? 0 : -1;
+    if (op->kind == PFL_OP_BATCHNORM2D) return (ws->scratch[i] = pfl_malloc(sizeof(float) * 3 * (size_t)op->out_c)) ? 0 : -1;
+    return 0;
+}
+
 pfl_workspace *pfl_workspace_create(const pfl_model *m, int max_batch) {
     pfl_workspace *ws = pfl_calloc(1, sizeof *ws);
     if (!ws) return NULL;
@@ -226,76 +557,105 @@ pfl_workspace *pfl_workspace_create(const pfl_model *m, int max_batch) {
     ws->max_batch = max_batch;
     const size_t B = (size_t)max_batch;
     bool ok = (ws->input = pfl_malloc(sizeof(float) * B * (size_t)pfl_model_input_size(m))) != NULL;
+    long shared_max = 0; /* the largest output read by several ops */
     for (int i = 0; ok && i < m->num_ops; i++) {
-        const pfl_op *op = &m->ops[i];
-        if (op->kind == PFL_OP_FLATTEN) continue; /* aliases its input */
-        size_t n = B * (size_t)op_out_size(op);
-        ok = (ws->act[i] = pfl_malloc(sizeof(float) * n)) && (ws->dact[i] = pfl_malloc(sizeof(float) * n));
-        if (ok && op->kind == PFL_OP_CONV2D) {
-            pfl_conv_shape s = conv_shape(op, max_batch);
-            ok = (ws->scratch[i] = pfl_malloc(sizeof(float) * (size_t)pfl_conv2d_col_floats(&s))) != NULL;
-        } else if (ok && op->kind == PFL_OP_DROPOUT) {
-            ok = (ws->scratch[i] = pfl_malloc(sizeof(float) * n)) != NULL;
-        } else if (ok && op->kind == PFL_OP_MAXPOOL2D) {
-            ok = (ws->argmax[i] = pfl_malloc(sizeof(int) * n)) != NULL;
+        if (readers(m, i) > 1 && op_out_size(&m->ops[i]) > shared_max) shared_max = op_out_size(&m->ops[i]);
+        if (in_place(m, i)) {
+            /* the input's buffers (NULL for a Flatten of the network input) */
+            const int src = m->ops[i].src;
+            ws->act[i] = src >= 0 ? ws->act[src] : NULL;
+            ws->dact[i] = src >= 0 ? ws->dact[src] : NULL;
+        } else {
+            ok = alloc_op(ws, i) == 0;
         }
     }
     size_t classes = (size_t)m->classes;
     ok = ok && (ws->probs = pfl_malloc(sizeof(float) * B * classes)) &&
-         (ws->dlogits = pfl_malloc(sizeof(float) * B * classes));
+         (ws->dlogits = pfl_malloc(sizeof(float) * B * classes)) &&
+         (shared_max == 0 || (ws->gsum = pfl_malloc(sizeof(float) * B * (size_t)shared_max)));
+    const int vocab = pfl_model_vocab(m);
+    if (ok && vocab > 0) {
+        const long most = (long)max_batch * m->ops[0].in_w < vocab ? (long)max_batch * m->ops[0].in_w : vocab;
+        ok = (ws->rows = pfl_malloc(sizeof(int) * (size_t)most)) && (ws->row_mark = pfl_calloc((size_t)vocab, 1));
+    }
     if (!ok) {
         pfl_workspace_free(ws);
         return NULL;
     }
-    for (int i = 0; i < m->num_ops; i++)
-        if (m->ops[i].kind == PFL_OP_FLATTEN) {
-            /* Flatten changes only the shape: share the buffers of its input. */
-            ws->act[i] = i ? ws->act[i - 1] : NULL;
-            ws->dact[i] = i ? ws->dact[i - 1] : NULL;
-        }
     return ws;
 }
 
 void pfl_workspace_free(pfl_workspace *ws) {
     if (!ws) return;
     for (int i = 0; i < ws->model->num_ops; i++) {
-        if (ws->model->ops[i].kind == PFL_OP_FLATTEN) continue;
-        free(ws->act[i]);
-        free(ws->dact[i]);
+        if (ws->owns[i]) free(ws->act[i]), free(ws->dact[i]);
         free(ws->scratch[i]);
         free(ws->argmax[i]);
     }
     free(ws->input);
     free(ws->probs);
     free(ws->dlogits);
+    free(ws->gsum);
+    free(ws->rows);
+    free(ws->row_mark);
     free(ws);
 }
 
 int pfl_workspace_max_batch(const pfl_workspace *ws) { return ws->max_batch; }
 
-float *pfl_workspace_input(pfl_workspace *ws) { return ws->input; }
-
-/* Output buffer of op i, with the network input standing before op 0. A
- * leading Flatten has no buffer of its own and reads the input directly. */
-static const float *op_input(const pfl_workspace *ws, int i) {
-    while (i > 0 && ws->act[i - 1] == NULL) i--;
-    return i == 0 ? ws->x : ws->act[i - 1];
+int pfl_workspace_embedding_rows(const pfl_workspace *ws, const int **rows) {
+    *rows = ws->rows;
+    return ws->rows ? ws->num_rows : 0;
 }
 
-static float *op_output(pfl_workspace *ws, int i) { return ws->act[i] ? ws->act[i] : (float *)op_input(ws, i); }
+float *pfl_workspace_input(pfl_workspace *ws) { return ws->input; }
+
+/* The output of op j; j = -1 is the network input, and a Flatten of the
+ * network input (a NULL buffer) is the input too. */
+static const float *output_of(const pfl_workspace *ws, int j) {
+    while (j >= 0 && ws->act[j] == NULL) j = ws->model->ops[j].src;
+    return j < 0 ? ws->x : ws->act[j];
+}
+
+/* The gradient buffer of op j's output, NULL for the network input. */
+static float *grad_of(const pfl_workspace *ws, int j) {
+    while (j >= 0 && ws->dact[j] == NULL) j = ws->model->ops[j].src;
+    return j < 0 ? NULL : ws->dact[j];
+}
+
+static const float *layer_tensor(const pfl_model *m, const float *params, int layer, int k) {
+    if (layer < 0 || k >= m->layers[layer].num_tensors) return NULL;
+    return params + m->tensors[m->layers[layer].first_tensor + k].offset;
+}
+
+static void batchnorm_forward(pfl_workspace *ws, int i, const float *params, const float *in, float *out, int B) {
+    const pfl_model *m = ws->model;
+    const pfl_op *op = &m->ops[i];
+    const int C = op->out_c, HW = op->out_h * op->out_w;
+    const float *gamma = layer_tensor(m, params, op->layer, 0), *beta = layer_tensor(m, params, op->layer, 1);
+    float *mean = ws->scratch[i], *var = mean + C, *invstd = var + C;
+    if (ws->batch_stats) {
+        pfl_batchnorm_forward_train(out, mean, var, invstd, in, gamma, beta, B, C, HW);
+    } else {
+        const float *running = params + m->layers[op->layer].state_offset;
+        memcpy(mean, running, sizeof(float) * (size_t)C); /* the backward's centre */
+        pfl_batchnorm_forward_eval(out, invstd, in, gamma, beta, running, running + C, B, C, HW);
+    }
+}
 
 const float *pfl_forward(pfl_workspace *ws, const float *params, const float *x, int B, bool train, pfl_rng *rng) {
     const pfl_model *m = ws->model;
     ws->x = x;
     ws->batch = B;
     ws->dropped = train && rng != NULL;
+    ws->batch_stats = train;
     for (int i = 0; i < m->num_ops; i++) {
         const pfl_op *op = &m->ops[i];
-        const float *in = op_input(ws, i);
-        float *out = op_output(ws, i);
+        if (op->kind == PFL_OP_FLATTEN) continue;
+        const float *in = output_of(ws, op->src);
+        float *out = ws->act[i];
         const long n = (long)B * op_out_size(op);
-        const float *w = op->layer >= 0 ? params + m->tensors[m->layers[op->layer].first_tensor].offset : NULL;
-        const float *b = op->layer >= 0 ? params + m->tensors[m->layers[op->layer].first_tensor + 1].offset : NULL;
+        const float *w = layer_tensor(m, params, op->layer, 0), *b = layer_tensor(m, params, op->layer, 1);
         switch (op->kind) {
         case PFL_OP_CONV2D: {
             pfl_conv_shape s = conv_shape(op, B);
@@ -304,35 +664,54 @@ const float *pfl_forward(pfl_workspace *ws, const float *params, const float *x,
         }
         case PFL_OP_LINEAR:
             /* the op's gradient buffer is free during the forward pass */
-            if (B <= 64) pfl_linear_forward_small(out, ws->dact[i], in, w, b, B, op->in_c, op->out_c);
-            else pfl_linear_forward(out, in, w, b, B, op->in_c, op->out_c);
+            if (B <= 64) pfl_linear_forward_small(out, ws->dact[i], in, w, b, B, op->in_c * op->in_h * op->in_w, op->out_c);
+            else pfl_linear_forward(out, in, w, b, B, op->in_c * op->in_h * op->in_w, op->out_c);
             break;
         case PFL_OP_RELU: pfl_relu_forward(out, in, n); break;
         case PFL_OP_MAXPOOL2D:
-            pfl_maxpool2d_forward(out, ws->argmax[i], in, B, op->in_c, op->in_h, op->in_w, op->kernel, op->stride);
+            pfl_maxpool2d_pad_forward(out, ws->argmax[i], in, B, op->in_c, op->in_h, op->in_w, op->kernel, op->stride,
+                                      op->pad);
             break;
         case PFL_OP_DROPOUT:
             if (ws->dropped && op->drop_p > 0.0f) pfl_dropout_forward(out, ws->scratch[i], in, n, op->drop_p, rng);
             else
                 memcpy(out, in, sizeof(float) * (size_t)n);
             break;
+        case PFL_OP_BATCHNORM2D: batchnorm_forward(ws, i, params, in, out, B); break;
+        case PFL_OP_ADD: {
+            const float *other = output_of(ws, op->src2);
+            for (long k = 0; k < n; k++) out[k] = in[k] + other[k];
+            break;
+        }
+        case PFL_OP_AVGPOOL: pfl_avgpool_global_forward(out, in, B, op->in_c, op->in_h * op->in_w); break;
+        case PFL_OP_EMBED_MEAN:
+            pfl_embed_mean_forward(out, in, w, B, op->in_w, op->vocab, op->out_c, op->padding_idx);
+            ws->num_rows = pfl_embed_rows(ws->rows, ws->row_mark, in, (long)B * op->in_w, op->vocab, op->padding_idx);
+            break;
         case PFL_OP_FLATTEN: break;
         }
     }
-    return op_output(ws, m->num_ops - 1);
+    return output_of(ws, m->num_ops - 1);
+}
+
+void pfl_update_running_stats(const pfl_workspace *ws, float *vector) {
+    if (!ws->batch_stats) return;
+    const pfl_model *m = ws->model;
+    for (int i = 0; i < m->num_ops; i++) {
+        const pfl_op *op = &m->ops[i];
+        if (op->kind != PFL_OP_BATCHNORM2D) continue;
+        const int C = op->out_c;
+        float *running = vector + m->layers[op->layer].state_offset;
+        const float *mean = ws->scratch[i], *var = mean + C;
+        pfl_batchnorm_update_running(running, running + C, mean, var, C, (long)ws->batch * op->out_h * op->out_w,
+                                     PFL_BN_MOMENTUM);
+    }
 }
 
 float pfl_forward_loss(pfl_workspace *ws, const float *params, const float *x, const uint8_t *labels, int B,
                        bool train, pfl_rng *rng) {
     const float *logits = pfl_forward(ws, params, x, B, train, rng);
     return pfl_softmax_xent_forward(ws->probs, logits, labels, B, ws->model->classes);
-}
-
-/* Gradient buffer for the input of op i (the output gradient of op i-1),
- * NULL when op i reads the network input. */
-static float *op_dinput(pfl_workspace *ws, int i) {
-    while (i > 0 && ws->dact[i - 1] == NULL) i--;
-    return i == 0 ? NULL : ws->dact[i - 1];
 }
 
 void pfl_backward(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads) {
@@ -346,57 +725,114 @@ static int op_of_layer(const pfl_model *m, int layer) {
     return 0;
 }
 
+/* Where the backward of an op writes the gradient for its input `src`:
+ * NULL when nobody needs it (the network input, or below the lowest op
+ * visited); the input's own gradient buffer for the first contribution;
+ * ws->gsum for later ones (several ops read that output: residual blocks),
+ * which gradient_done adds in. */
+static float *gradient_target(pfl_workspace *ws, int src, int lowest) {
+    if (src < lowest) return NULL;
+    if (!ws->written[src]) {
+        ws->written[src] = true;
+        return grad_of(ws, src);
+    }
+    return ws->gsum;
+}
+
+static void gradient_done(pfl_workspace *ws, int src, const float *target) {
+    if (!target || target != ws->gsum) return;
+    float *g = grad_of(ws, src);
+    const long n = (long)ws->batch * op_out_size(&ws->model->ops[src]);
+    for (long k = 0; k < n; k++) g[k] += target[k];
+}
+
+static void op_backward(pfl_workspace *ws, int i, const float *params, float *grads, float *din, const float *dout) {
+    const pfl_model *m = ws->model;
+    const pfl_op *op = &m->ops[i];
+    const int B = ws->batch;
+    const float *in = output_of(ws, op->src);
+    const long n = (long)B * op_out_size(op);
+    float *dw = NULL, *db = NULL;
+    if (op->layer >= 0) {
+        const pfl_layer *l = &m->layers[op->layer];
+        dw = grads + m->tensors[l->first_tensor].offset;
+        db = l->num_tensors > 1 ? grads + m->tensors[l->first_tensor + 1].offset : NULL;
+    }
+    const float *w = layer_tensor(m, params, op->layer, 0);
+    switch (op->kind) {
+    case PFL_OP_CONV2D: {
+        pfl_conv_shape s = conv_shape(op, B);
+        pfl_conv2d_backward(din, dw, db, ws->scratch[i], dout, in, w, &s);
+        break;
+    }
+    case PFL_OP_LINEAR:
+        pfl_linear_backward(din, dw, db, dout, in, w, B, op->in_c * op->in_h * op->in_w, op->out_c);
+        break;
+    case PFL_OP_RELU:
+        if (din) pfl_relu_backward(din, dout, ws->act[i], n);
+        break;
+    case PFL_OP_MAXPOOL2D:
+        if (din)
+            pfl_maxpool2d_pad_backward(din, dout, ws->argmax[i], B, op->in_c, op->in_h, op->in_w, op->kernel,
+                                       op->stride, op->pad);
+        break;
+    case PFL_OP_DROPOUT:
+        /* after a forward without masks dropout was the identity */
+        if (din && ws->dropped && op->drop_p > 0.0f) pfl_dropout_backward(din, dout, ws->scratch[i], n);
+        else if (din) memcpy(din, dout, sizeof(float) * (size_t)n);
+        break;
+    case PFL_OP_BATCHNORM2D: {
+        const float *mean = ws->scratch[i], *invstd = mean + 2 * op->out_c;
+        pfl_batchnorm_backward(din, dw, db, dout, in, w, mean, invstd, B, op->out_c, op->out_h * op->out_w,
+                               ws->batch_stats);
+        break;
+    }
+    case PFL_OP_ADD: /* the first operand; the shortcut is done by the caller */
+        if (din) memcpy(din, dout, sizeof(float) * (size_t)n);
+        break;
+    case PFL_OP_AVGPOOL:
+        if (din) pfl_avgpool_global_backward(din, dout, B, op->in_c, op->in_h * op->in_w);
+        break;
+    case PFL_OP_EMBED_MEAN: /* token ids have no gradient: the table's alone */
+        pfl_embed_mean_backward(dw, dout, in, B, op->in_w, op->vocab, op->out_c, op->padding_idx);
+        break;
+    case PFL_OP_FLATTEN: break;
+    }
+}
+
 void pfl_backward_top(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads, int first_layer) {
     const pfl_model *m = ws->model;
+    /* Gradients wrt the data are never needed, nor below the lowest layer
+     * that learns: ops below `lowest` are not visited and get nothing. */
     const int lowest = first_layer <= 0 ? 0 : op_of_layer(m, first_layer);
     const int B = ws->batch;
     const int last = m->num_ops - 1;
-    float *dlogits = ws->dact[last] ? ws->dact[last] : ws->dlogits;
+    float *dlogits = grad_of(ws, last) ? grad_of(ws, last) : ws->dlogits;
     pfl_softmax_xent_backward(dlogits, ws->probs, labels, B, m->classes);
+    memset(ws->written, 0, sizeof ws->written);
+    ws->written[last] = true;
     for (int i = last; i >= lowest; i--) {
         const pfl_op *op = &m->ops[i];
-        if (op->kind == PFL_OP_FLATTEN) continue;
-        const float *dout = ws->dact[i] ? ws->dact[i] : dlogits;
-        /* NULL at the bottom: nobody needs the gradient wrt the data, nor
-         * below the lowest layer that learns. */
-        float *din = i == lowest ? NULL : op_dinput(ws, i);
-        const float *in = op_input(ws, i);
-        const long n = (long)B * op_out_size(op);
-        size_t w_off = 0, b_off = 0;
-        if (op->layer >= 0) {
-            w_off = m->tensors[m->layers[op->layer].first_tensor].offset;
-            b_off = m->tensors[m->layers[op->layer].first_tensor + 1].offset;
+        if (op->kind == PFL_OP_FLATTEN) {
+            /* its gradient already lies in its input's buffer */
+            if (op->src >= 0) ws->written[op->src] = ws->written[i];
+            continue;
         }
-        switch (op->kind) {
-        case PFL_OP_CONV2D: {
-            pfl_conv_shape s = conv_shape(op, B);
-            pfl_conv2d_backward(din, grads + w_off, grads + b_off, ws->scratch[i], dout, in, params + w_off, &s);
-            break;
-        }
-        case PFL_OP_LINEAR:
-            pfl_linear_backward(din, grads + w_off, grads + b_off, dout, in, params + w_off, B, op->in_c, op->out_c);
-            break;
-        case PFL_OP_RELU:
-            if (din) pfl_relu_backward(din, dout, ws->act[i], n);
-            break;
-        case PFL_OP_MAXPOOL2D:
-            if (din)
-                pfl_maxpool2d_backward(din, dout, ws->argmax[i], B, op->in_c, op->in_h, op->in_w, op->kernel,
-                                       op->stride);
-            break;
-        case PFL_OP_DROPOUT:
-            /* after a forward without masks dropout was the identity */
-            if (din && ws->dropped && op->drop_p > 0.0f) pfl_dropout_backward(din, dout, ws->scratch[i], n);
-            else if (din) memcpy(din, dout, sizeof(float) * (size_t)n);
-            break;
-        case PFL_OP_FLATTEN: break;
+        const float *dout = grad_of(ws, i) ? grad_of(ws, i) : dlogits;
+        float *din = gradient_target(ws, op->src, lowest);
+        op_backward(ws, i, params, grads, din, dout);
+        gradient_done(ws, op->src, din);
+        if (op->kind == PFL_OP_ADD) {
+            float *d2 = gradient_target(ws, op->src2, lowest);
+            if (d2) memcpy(d2, dout, sizeof(float) * (size_t)B * (size_t)op_out_size(op));
+            gradient_done(ws, op->src2, d2);
         }
     }
 }
 
 int pfl_count_correct(const pfl_workspace *ws, const uint8_t *labels, int B) {
     const pfl_model *m = ws->model;
-    const float *logits = ws->act[m->num_ops - 1];
+    const float *logits = output_of(ws, m->num_ops - 1);
     int correct = 0;
     for (int n = 0; n < B; n++) {
         const float *z = logits + (long)n * m->classes;

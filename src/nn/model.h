@@ -20,20 +20,48 @@
 #include "nn/layers.h"
 #include "util/rng.h"
 
-#define PFL_MAX_OPS 32
-#define PFL_MAX_TENSORS 32
-#define PFL_MAX_LAYERS 16
+/* ResNet-18: 62 parameter tensors in 41 layers (every conv, BatchNorm and
+ * Linear its own layer), 40 running-statistics tensors, 68 operations. */
+#define PFL_MAX_OPS 128
+#define PFL_MAX_TENSORS 96
+#define PFL_MAX_LAYERS 64
+#define PFL_MAX_STATE_TENSORS 64
 
-typedef enum { PFL_OP_CONV2D, PFL_OP_LINEAR, PFL_OP_RELU, PFL_OP_MAXPOOL2D, PFL_OP_DROPOUT, PFL_OP_FLATTEN } pfl_op_kind;
+typedef enum {
+    PFL_OP_CONV2D,
+    PFL_OP_LINEAR,
+    PFL_OP_RELU,
+    PFL_OP_MAXPOOL2D,
+    PFL_OP_DROPOUT,
+    PFL_OP_FLATTEN,
+    PFL_OP_EMBED_MEAN, /* fastText: embedding of token ids averaged over the sequence (always the first op) */
+    PFL_OP_BATCHNORM2D,
+    PFL_OP_ADD,
+    PFL_OP_AVGPOOL
+} pfl_op_kind;
 
+/* Ops run in index order; each reads the output of op `src` (the previous
+ * op, except where a residual block branches), so the op list is a DAG in
+ * topological order. */
 typedef struct {
     pfl_op_kind kind;
     int in_c, in_h, in_w;    /* per-sample input shape (features: in_c, 1, 1) */
     int out_c, out_h, out_w; /* per-sample output shape */
     int kernel, stride, pad; /* conv and pool */
     float drop_p;            /* dropout */
+    int vocab, padding_idx;  /* embed-mean: rows of the table, the padding row (-1: none) */
     int layer;               /* index in the layer table, -1 for no parameters */
+    int src;                 /* the op whose output is the input; -1: the network input */
+    int src2;                /* add: the op whose output is added to src's (the shortcut) */
 } pfl_op;
+
+/* How pfl_model_init_params fills a layer. */
+typedef enum {
+    PFL_INIT_UNIFORM = 0,  /* PyTorch's default for Conv2d and Linear: uniform in +-1/sqrt(fan_in) */
+    PFL_INIT_KAIMING_OUT,  /* torchvision's ResNet convs: normal, std sqrt(2 / fan_out), fan_out = out x k x k */
+    PFL_INIT_BATCHNORM,    /* weight 1, bias 0 (running mean 0, running variance 1) */
+    PFL_INIT_EMBEDDING,    /* nn.Embedding: standard normal, the padding row zero */
+} pfl_init_kind;
 
 typedef struct {
     char name[40];   /* PyTorch's state_dict key, e.g. "conv1.0.weight" */
@@ -46,8 +74,22 @@ typedef struct {
     char name[32];   /* e.g. "conv1" */
     size_t offset, length;
     int first_tensor, num_tensors;
+    /* Non-trained state (BatchNorm's running mean and variance): a span of
+     * the state part of the model vector, `state_length` 0 for other layers. */
+    size_t state_offset, state_length;
+    int first_state, num_state_tensors;
+    pfl_init_kind init;
 } pfl_layer;
 
+/* The model vector an algorithm moves around is
+ *
+ *     [ trained parameters (num_params) | non-trained state (num_state) ]
+ *
+ * Gradients, optimizer buffers and everything that learns cover the first
+ * num_params floats; the state (BatchNorm running statistics) follows, with
+ * its own tensor table (state_tensors, offsets into the whole vector) and a
+ * span per layer, so an algorithm decides explicitly whether a layer's
+ * state is shared. Models without BatchNorm have num_state 0. */
 typedef struct {
     char name[16];
     int in_c, in_h, in_w, classes;
@@ -58,7 +100,13 @@ typedef struct {
     int num_layers;
     pfl_layer layers[PFL_MAX_LAYERS];
     size_t num_params;
+    int num_state_tensors;
+    pfl_tensor state_tensors[PFL_MAX_STATE_TENSORS];
+    size_t num_state;
 } pfl_model;
+
+/* Floats in a whole model vector: parameters, then state. */
+static inline size_t pfl_model_vector_len(const pfl_model *m) { return m->num_params + m->num_state; }
 
 /* Names accepted by pfl_model_build, for --help and error messages. */
 extern const char *const pfl_model_names;
@@ -68,15 +116,52 @@ extern const char *const pfl_model_names;
 bool pfl_model_known(const char *name);
 
 /* Builds the architecture `name` ("cnn", "dnn", "mlp", "mnist-cnn",
- * "cifar-cnn", "tsdp-cnn"; docs/architecture.md lists them) for inputs of
+ * "cifar-cnn", "tsdp-cnn", "resnet18", "resnet18-cifar", "alexnet",
+ * "fasttext[:V[:D]]"; docs/architecture.md lists them) for inputs of
  * in_c x in_h x in_w and `classes` outputs. Returns 0, or -1 with a message. */
 int pfl_model_build(pfl_model *m, const char *name, int in_c, int in_h, int in_w, int classes);
+
+/* fastText: "fasttext" is "fasttext:32000:512", PFLlib's AG News setting
+ * (vocab_size 32000, feature_dim 512); "fasttext:V:D" sets the vocabulary
+ * (rows of the embedding, <pad> and <unk> included) and the embedding
+ * width. Built for 1 x 1 x L inputs (L token ids per sample). */
+#define PFL_FASTTEXT_VOCAB 32000
+#define PFL_FASTTEXT_DIM 512
+
+/* Rows of the model's embedding table (the vocabulary it reads), 0 for a
+ * model that reads images. */
+int pfl_model_vocab(const pfl_model *m);
+
+/* ---- assembling a network op by op ----
+ * The named models are built with these; tests use them for small networks.
+ * Each appends to the model (reading the previous op's output) and returns
+ * 0 or -1 with a message; `layer` names the layer and is the prefix of its
+ * tensors ("layer1.0.conv1" -> "layer1.0.conv1.weight"). Call
+ * pfl_model_finish last: it places the state after the parameters. */
+int pfl_model_begin(pfl_model *m, const char *name, int in_c, int in_h, int in_w, int classes);
+int pfl_model_conv(pfl_model *m, const char *layer, int out_c, int k, int stride, int pad, bool bias);
+int pfl_model_batchnorm(pfl_model *m, const char *layer);
+int pfl_model_relu(pfl_model *m);
+int pfl_model_maxpool(pfl_model *m, int k, int stride, int pad);
+int pfl_model_linear(pfl_model *m, const char *layer, int out_features);
+/* AdaptiveAvgPool2d(1): C x H x W -> C x 1 x 1. */
+int pfl_model_avgpool(pfl_model *m);
+/* torchvision's BasicBlock "<prefix>": conv3x3(stride)-BN-ReLU-conv3x3-BN,
+ * plus the shortcut (the block's input, or conv1x1(stride)-BN named
+ * "<prefix>.downsample.0/1" when the stride or the width changes), then ReLU.
+ * Convolutions have no bias; layers in PyTorch's parameter order. */
+int pfl_model_basic_block(pfl_model *m, const char *prefix, int out_c, int stride);
+int pfl_model_finish(pfl_model *m);
 
 /* Floats per sample at the input. */
 static inline long pfl_model_input_size(const pfl_model *m) { return (long)m->in_c * m->in_h * m->in_w; }
 
-/* PyTorch's default initialization: weights and biases uniform in
- * +-1/sqrt(fan_in) (kaiming_uniform with a = sqrt(5) gives the same bound). */
+/* Fills a whole model vector (pfl_model_vector_len floats) as PyTorch
+ * initializes the model: by default weights and biases uniform in
+ * +-1/sqrt(fan_in) (kaiming_uniform with a = sqrt(5) gives the same bound);
+ * each layer's pfl_init_kind says otherwise (ResNet's convs, BatchNorm, an
+ * embedding table standard normal with its padding row zero as
+ * nn.Embedding), and running means start at 0, running variances at 1. */
 void pfl_model_init_params(const pfl_model *m, float *params, pfl_rng *rng);
 
 typedef struct pfl_workspace pfl_workspace;
@@ -88,10 +173,24 @@ int pfl_workspace_max_batch(const pfl_workspace *ws);
 float *pfl_workspace_input(pfl_workspace *ws);
 
 /* Runs the network on B <= max_batch samples in x and returns the logits
- * (B x classes, inside the workspace). `train` enables dropout, drawing masks
+ * (B x classes, inside the workspace). `params` is a whole model vector
+ * (parameters, then state). `train` enables dropout, drawing masks
  * from `rng`; with train false or rng NULL dropout is the identity (as
- * PyTorch's eval mode), and so is its backward after such a forward. */
+ * PyTorch's eval mode), and so is its backward after such a forward.
+ * BatchNorm follows `train` alone: batch statistics when training (PyTorch's
+ * train mode), the running statistics of `params` otherwise. The forward
+ * never writes `params`: a training forward records its batch statistics in
+ * the workspace, and pfl_update_running_stats moves a vector's running
+ * statistics with them. */
 const float *pfl_forward(pfl_workspace *ws, const float *params, const float *x, int B, bool train, pfl_rng *rng);
+
+/* After a training forward: PyTorch's update of every BatchNorm's running
+ * mean and variance in `vector` (momentum 0.1, unbiased batch variance),
+ * which is what nn.BatchNorm2d does during its training forward. Training
+ * loops call it on the vector they train after each forward, so the running
+ * statistics move once per batch as in PyTorch. Nothing happens after an
+ * evaluation forward or for a model without BatchNorm. */
+void pfl_update_running_stats(const pfl_workspace *ws, float *vector);
 
 /* Forward plus the mean softmax cross-entropy over the batch. */
 float pfl_forward_loss(pfl_workspace *ws, const float *params, const float *x, const uint8_t *labels, int B,
@@ -104,6 +203,11 @@ void pfl_backward(pfl_workspace *ws, const float *params, const uint8_t *labels,
 /* Like pfl_backward, but only layers >= first_layer get gradients and the
  * ops below them are not visited (FedALA's weight learning, frozen bases). */
 void pfl_backward_top(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads, int first_layer);
+
+/* fasttext: the distinct embedding rows the last forward's tokens read
+ * (*rows points into the workspace); the gradient of every other row is
+ * exactly zero, so plain SGD need only visit these. 0 without an embedding. */
+int pfl_workspace_embedding_rows(const pfl_workspace *ws, const int **rows);
 
 /* Counts how many of the B samples the last forward classified correctly
  * (argmax of the logits, first maximum on ties, as torch.argmax). */

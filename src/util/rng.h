@@ -27,7 +27,8 @@ typedef enum {
     PFL_RNG_ALGO,          /* an algorithm's own draws */
     PFL_RNG_BENCH,         /* benchmarks and tests */
     PFL_RNG_SHUFFLE_PERSONAL, /* batch order of a second, personal model (Ditto) */
-    PFL_RNG_ALA            /* FedALA's sample of the training split */
+    PFL_RNG_ALA,           /* FedALA's sample of the training split */
+    PFL_RNG_DROP           /* --drop-rate: whether a selected client drops out */
 } pfl_rng_purpose;
 
 /* Use for `round` or `client` when the stream is not tied to one. */

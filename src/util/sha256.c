@@ -55,7 +55,7 @@ void pfl_sha256_update(pfl_sha256 *s, const void *data, size_t n) {
     }
 }
 
-void pfl_sha256_final_hex(pfl_sha256 *s, char hex[65]) {
+void pfl_sha256_final(pfl_sha256 *s, uint8_t digest[32]) {
     uint64_t bits = s->length * 8;
     uint8_t pad = 0x80;
     pfl_sha256_update(s, &pad, 1);
@@ -64,7 +64,13 @@ void pfl_sha256_final_hex(pfl_sha256 *s, char hex[65]) {
     uint8_t len[8];
     for (int i = 0; i < 8; i++) len[i] = (uint8_t)(bits >> (56 - 8 * i));
     pfl_sha256_update(s, len, 8);
-    for (int i = 0; i < 8; i++) snprintf(hex + 8 * i, 9, "%08x", s->h[i]);
+    for (int i = 0; i < 32; i++) digest[i] = (uint8_t)(s->h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
+void pfl_sha256_final_hex(pfl_sha256 *s, char hex[65]) {
+    uint8_t digest[32];
+    pfl_sha256_final(s, digest);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", digest[i]);
 }
 
 void pfl_sha256_floats_hex(const float *v, size_t n, char hex[65]) {

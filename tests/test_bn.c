@@ -1,0 +1,207 @@
+/* BatchNorm's state in federated rounds (--bn): what the server averages,
+ * what a client keeps when it builds its model from the global one, that
+ * local training moves the running statistics of the model it trains, and
+ * which methods refuse local BatchNorm. A tiny federation on 3x6x6 images
+ * with a Conv-BN-ReLU-AvgPool-Linear model (layers conv1, bn1, fc). */
+#include <stdio.h>
+#include <string.h>
+
+#include "algos/algos.h"
+#include "check.h"
+#include "tiny.h"
+
+static const char *mode_name(pfl_bn_mode mode) {
+    return mode == PFL_BN_SHARED ? "shared" : mode == PFL_BN_LOCAL ? "local" : "stats-local";
+}
+
+typedef struct {
+    pfl_model m;
+    pfl_dataset d;
+    pfl_partition part;
+    pfl_fl fl;
+} bn_fed;
+
+static const int n_train[2] = {6, 10}, n_test[2] = {3, 3};
+
+static void bn_fed_start(bn_fed *f, const pfl_algo *algo, pfl_bn_mode mode) {
+    memset(f, 0, sizeof *f);
+    if (pfl_model_begin(&f->m, "bn-tiny", 3, 6, 6, 3) || pfl_model_conv(&f->m, "conv1", 4, 3, 1, 1, false) ||
+        pfl_model_batchnorm(&f->m, "bn1") || pfl_model_relu(&f->m) || pfl_model_avgpool(&f->m) ||
+        pfl_model_linear(&f->m, "fc", 3) || pfl_model_finish(&f->m)) {
+        fprintf(stderr, "model: %s\n", pfl_errmsg());
+        exit(2);
+    }
+    f->d = tiny_dataset(n_train[0] + n_test[0] + n_train[1] + n_test[1], 3, 6, 6, 3, 5);
+    f->part = tiny_partition(2, n_train, n_test);
+    pfl_config cfg = tiny_config(2);
+    cfg.bn = mode;
+    if (pfl_fl_create(&f->fl, &cfg, &f->m, &f->d, &f->part, algo)) {
+        fprintf(stderr, "pfl_fl_create: %s\n", pfl_errmsg());
+        exit(2);
+    }
+}
+
+static void bn_fed_free(bn_fed *f) {
+    pfl_fl_destroy(&f->fl);
+    tiny_partition_free(&f->part);
+    tiny_dataset_free(&f->d);
+}
+
+/* max |a - b| over [off, off + n) */
+static double max_diff(const float *a, const float *b, size_t off, size_t n) {
+    double d = 0.0;
+    for (size_t i = off; i < off + n; i++) d = fmax(d, fabs((double)a[i] - (double)b[i]));
+    return d;
+}
+
+/* pfl_default_aggregate: conv1 and fc always averaged by training samples;
+ * bn1's weight and bias averaged unless --bn local; bn1's running
+ * statistics averaged only with --bn shared, else the global model keeps
+ * its own. */
+static void test_aggregate(pfl_bn_mode mode) {
+    bn_fed f;
+    bn_fed_start(&f, &pfl_algo_fedavg, mode);
+    const pfl_model *m = &f.m;
+    const size_t V = pfl_model_vector_len(m);
+    const pfl_layer *bn = &m->layers[1];
+    CHECK(bn->state_length == 8 && m->num_state == 8 && V == m->num_params + 8, "bn1: state %zu, model state %zu",
+          bn->state_length, m->num_state);
+    pfl_rng r = tiny_rng(11);
+    float *up0 = tiny_floats(V), *up1 = tiny_floats(V), *before = tiny_floats(V), *want = tiny_floats(V);
+    tiny_fill(up0, V, -1, 1, &r), tiny_fill(up1, V, -1, 1, &r), tiny_fill(f.fl.global, V, -1, 1, &r);
+    memcpy(before, f.fl.global, V * sizeof(float));
+    for (size_t i = 0; i < V; i++) want[i] = (6.0f / 16.0f) * up0[i] + (10.0f / 16.0f) * up1[i];
+    float *const uploads[2] = {up0, up1};
+    const int clients[2] = {0, 1};
+    pfl_default_aggregate(&f.fl, clients, 2, uploads);
+    const float *g = f.fl.global;
+    const bool params_shared = mode != PFL_BN_LOCAL, state_shared = mode == PFL_BN_SHARED;
+    const double d_conv = max_diff(g, want, m->layers[0].offset, m->layers[0].length);
+    const double d_fc = max_diff(g, want, m->layers[2].offset, m->layers[2].length);
+    const double d_bn = max_diff(g, params_shared ? want : before, bn->offset, bn->length);
+    const double d_state = max_diff(g, state_shared ? want : before, bn->state_offset, bn->state_length);
+    printf("aggregate, --bn %s: conv1 %.1e, fc %.1e, bn1 %s %.1e, running statistics %s %.1e\n", mode_name(mode),
+           d_conv, d_fc, params_shared ? "averaged" : "kept", d_bn, state_shared ? "averaged" : "kept", d_state);
+    CHECK(d_conv <= 1e-6 && d_fc <= 1e-6, "--bn %s: conv1/fc not the weighted mean (%.3e, %.3e)", mode_name(mode),
+          d_conv, d_fc);
+    CHECK(d_bn <= 1e-6, "--bn %s: bn1 weight/bias wrong (%.3e)", mode_name(mode), d_bn);
+    CHECK(d_state <= 1e-6, "--bn %s: running statistics wrong (%.3e)", mode_name(mode), d_state);
+    CHECK(f.fl.shared[1] == params_shared && f.fl.shared[0] && f.fl.shared[2], "--bn %s: shared flags %d %d %d",
+          mode_name(mode), f.fl.shared[0], f.fl.shared[1], f.fl.shared[2]);
+    CHECK((f.fl.client_models != NULL) == (mode != PFL_BN_SHARED),
+          "--bn %s: fedavg should keep client models only when BatchNorm stays local", mode_name(mode));
+    free(up0), free(up1), free(before), free(want);
+    bn_fed_free(&f);
+}
+
+/* Broadcast: a client's model becomes the global one, except what --bn
+ * keeps local (bitwise). */
+static void test_receive(pfl_bn_mode mode) {
+    bn_fed f;
+    bn_fed_start(&f, &pfl_algo_fedper, mode); /* stateful in every mode; head = fc */
+    const pfl_model *m = &f.m;
+    const size_t V = pfl_model_vector_len(m);
+    const pfl_layer *bn = &m->layers[1], *fc = &m->layers[2];
+    pfl_rng r = tiny_rng(12);
+    float *own = tiny_floats(V);
+    tiny_fill(f.fl.global, V, -1, 1, &r), tiny_fill(own, V, -1, 1, &r);
+    float *state = pfl_client_model(&f.fl, 0);
+    memcpy(state, own, V * sizeof(float));
+    pfl_fl_receive(&f.fl, 0, &f.fl.workers[0]);
+    const float *g = f.fl.global;
+    const bool keep_params = mode == PFL_BN_LOCAL, keep_state = mode != PFL_BN_SHARED;
+    int ok = tiny_same(state, g, m->layers[0].offset, m->layers[0].length) &&
+             tiny_same(state, keep_params ? own : g, bn->offset, bn->length) &&
+             tiny_same(state, keep_state ? own : g, bn->state_offset, bn->state_length) &&
+             tiny_same(state, own, fc->offset, fc->length); /* FedPer's head */
+    printf("receive, --bn %s: conv1 global, bn1 %s, running statistics %s, head own: %s\n", mode_name(mode),
+           keep_params ? "own" : "global", keep_state ? "own" : "global", ok ? "ok" : "FAIL");
+    CHECK(ok, "--bn %s: the received model is wrong", mode_name(mode));
+    free(own);
+    bn_fed_free(&f);
+}
+
+/* Local training moves the running statistics of the model it trains
+ * (once per batch) and leaves the global model's alone. */
+static void test_training_moves_state(void) {
+    bn_fed f;
+    bn_fed_start(&f, &pfl_algo_fedavg, PFL_BN_SHARED);
+    const pfl_model *m = &f.m;
+    const size_t V = pfl_model_vector_len(m), P = m->num_params;
+    float *model = tiny_floats(V), *global_before = tiny_floats(V);
+    memcpy(global_before, f.fl.global, V * sizeof(float));
+    pfl_default_local_init(&f.fl, 1, model);
+    pfl_train_stats st = {0};
+    pfl_default_local_train(&f.fl, 1, &f.fl.workers[0], model, &st);
+    const size_t state_moved = tiny_count_diff(model, global_before, P, V - P);
+    printf("local training: %ld samples, running statistics moved in %zu of %zu values\n", st.samples, state_moved,
+           V - P);
+    CHECK(st.samples == n_train[1] && state_moved == V - P, "training left running statistics (%zu of %zu moved)",
+          state_moved, V - P);
+    CHECK(tiny_same(f.fl.global, global_before, 0, V), "training a copy changed the global model");
+    free(model), free(global_before);
+    bn_fed_free(&f);
+}
+
+/* Methods that start local training from something other than the
+ * client's own model refuse --bn local and stats-local. */
+static void test_refusals(void) {
+    const pfl_algo *refuse[] = {&pfl_algo_pfedme, &pfl_algo_cfl, &pfl_algo_fedalp};
+    for (size_t i = 0; i < sizeof refuse / sizeof refuse[0]; i++) {
+        bn_fed f;
+        memset(&f, 0, sizeof f);
+        if (pfl_model_begin(&f.m, "bn-tiny", 3, 6, 6, 3) || pfl_model_conv(&f.m, "conv1", 4, 3, 1, 1, false) ||
+            pfl_model_batchnorm(&f.m, "bn1") || pfl_model_relu(&f.m) || pfl_model_avgpool(&f.m) ||
+            pfl_model_linear(&f.m, "fc", 3) || pfl_model_finish(&f.m))
+            exit(2);
+        f.d = tiny_dataset(22, 3, 6, 6, 3, 5);
+        f.part = tiny_partition(2, n_train, n_test);
+        pfl_config cfg = tiny_config(2);
+        cfg.bn = PFL_BN_LOCAL;
+        cfg.algo.groups = 1, cfg.algo.beta = 0.5f, cfg.algo.warmup = 1; /* fedalp */
+        cfg.algo.pfedme_k = 1, cfg.algo.pfedme_beta = 1.0f;             /* pfedme */
+        const int rc = pfl_fl_create(&f.fl, &cfg, &f.m, &f.d, &f.part, refuse[i]);
+        printf("%s with --bn local: %s\n", refuse[i]->name, rc ? pfl_errmsg() : "accepted");
+        CHECK(rc < 0 && strstr(pfl_errmsg(), "--bn"), "%s accepted --bn local", refuse[i]->name);
+        if (rc == 0) pfl_fl_destroy(&f.fl);
+        tiny_partition_free(&f.part);
+        tiny_dataset_free(&f.d);
+    }
+}
+
+/* A whole FedBN round: the global model's BatchNorm never changes, each
+ * client keeps its own. */
+static void test_fedbn_round(void) {
+    bn_fed f;
+    bn_fed_start(&f, &pfl_algo_fedavg, PFL_BN_LOCAL);
+    const pfl_model *m = &f.m;
+    const size_t V = pfl_model_vector_len(m);
+    const pfl_layer *bn = &m->layers[1];
+    float *before = tiny_floats(V);
+    memcpy(before, f.fl.global, V * sizeof(float));
+    CHECK(pfl_fl_run(&f.fl, NULL, NULL) == 0, "run: %s", pfl_errmsg());
+    const float *c0 = pfl_client_model(&f.fl, 0), *c1 = pfl_client_model(&f.fl, 1);
+    const int global_bn_kept = tiny_same(f.fl.global, before, bn->offset, bn->length) &&
+                               tiny_same(f.fl.global, before, bn->state_offset, bn->state_length);
+    const int others_moved = !tiny_same(f.fl.global, before, m->layers[0].offset, m->layers[0].length);
+    const int clients_differ = !tiny_same(c0, c1, bn->offset, bn->length) &&
+                               !tiny_same(c0, c1, bn->state_offset, bn->state_length);
+    const int conv_shared = tiny_same(c0, f.fl.global, 0, m->layers[0].length) &&
+                            tiny_same(c1, f.fl.global, 0, m->layers[0].length);
+    printf("FedBN round: global bn1 kept %d, conv1 moved %d, clients' bn1 differ %d, clients hold the global conv1 %d\n",
+           global_bn_kept, others_moved, clients_differ, conv_shared);
+    CHECK(global_bn_kept && others_moved && clients_differ && conv_shared, "FedBN round wrong");
+    free(before);
+    bn_fed_free(&f);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const pfl_bn_mode modes[] = {PFL_BN_SHARED, PFL_BN_LOCAL, PFL_BN_STATS_LOCAL};
+    for (int i = 0; i < 3; i++) test_aggregate(modes[i]);
+    for (int i = 0; i < 3; i++) test_receive(modes[i]);
+    test_training_moves_state();
+    test_refusals();
+    test_fedbn_round();
+    TEST_MAIN_END();
+}
