@@ -326,6 +326,7 @@ const pfl_algo pfl_algo_cfl = {
     .create = cfl_create,
     .destroy = cfl_destroy,
     .local_init = cfl_local_init,
+    .whole_uploads = true, /* MPI: its aggregate reads whole uploads */
     .aggregate = cfl_aggregate,
     .personal_model = cfl_personal_model,
     .save = cfl_save,

@@ -318,6 +318,7 @@ const pfl_algo pfl_algo_fedalp = {
     .create = fedalp_create,
     .destroy = fedalp_destroy,
     .local_init = fedalp_local_init,
+    .whole_uploads = true, /* MPI: its aggregate reads whole uploads */
     .aggregate = fedalp_aggregate,
     .personal_model = fedalp_personal_model,
     .save = fedalp_save,

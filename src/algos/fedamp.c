@@ -100,6 +100,7 @@ const pfl_algo pfl_algo_fedamp = {
     .create = fedamp_create,
     .destroy = fedamp_destroy,
     .local_train = fedamp_train,
+    .whole_uploads = true, /* MPI: its aggregate reads whole uploads */
     .aggregate = fedamp_aggregate,
     .save = fedamp_save,
     .load = fedamp_load,

@@ -457,6 +457,7 @@ const pfl_algo pfl_algo_fedtsdp = {
     .create = tsdp_create,
     .destroy = tsdp_destroy,
     .receive = tsdp_receive,
+    .whole_uploads = true, /* MPI: its aggregate reads whole uploads */
     .aggregate = tsdp_aggregate,
     .report = tsdp_report,
     .save = tsdp_save,

@@ -135,6 +135,7 @@ const pfl_algo pfl_algo_pfedcfr = {
     .destroy = cfr_destroy,
     .receive = cfr_receive,
     .local_train = cfr_train,
+    .whole_uploads = true, /* MPI: its aggregate reads whole uploads */
     .aggregate = cfr_aggregate,
     .save = cfr_save,
     .load = cfr_load,

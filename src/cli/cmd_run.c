@@ -744,6 +744,19 @@ done:
     return rc;
 }
 
+/* MPI: checkpoints are not written or read under mpirun (a client's model,
+ * ALA weights and accuracy live only on the rank that owns it, and rank 0
+ * alone writes). Every rank sees the same flags, so all of them stop here
+ * together; rank 0 says why. Returns true (and has ended MPI) when refused. */
+static bool refuse_checkpoints_under_mpi(pfl_transport *t, const char *command, bool asked) {
+    if (!asked || !pfl_transport_distributed(t)) return false;
+    if (t->rank == 0)
+        fprintf(stderr, "%s: checkpoints (--checkpoint-every, pfl resume) do not work under mpirun yet: run in one "
+                        "process\n", command);
+    pfl_transport_finish(t);
+    return true;
+}
+
 int cmd_run(int argc, char **argv) {
     run_options o;
     default_options(&o);
@@ -759,6 +772,7 @@ int cmd_run(int argc, char **argv) {
     pfl_transport transport;
     o.transport = &transport;
     int rc = pfl_transport_init(&transport);
+    if (rc == 0 && refuse_checkpoints_under_mpi(&transport, "pfl run", o.checkpoint_every > 0)) return 2;
     if (rc == 0 && transport.rank != 0) o.quiet = true, o.out = NULL;
     if (rc || run_experiment(&o, specs, n, NULL)) {
         if (pfl_transport_distributed(&transport))
@@ -848,10 +862,20 @@ int cmd_resume(int argc, char **argv) {
         return 2;
     }
     const int parsed = args_parse(specs, n, argc - 1, argv + 1, resume_usage);
+    int rc;
     if (parsed == 1) return 0;
-    if (parsed < 0 || resume_experiment(argv[0], threads, data_dir, quiet, stop_after)) {
+    if (parsed < 0) {
         fprintf(stderr, "pfl resume: %s\n", pfl_errmsg());
-        return parsed < 0 ? 2 : 1;
+        return 2;
     }
-    return 0;
+    pfl_transport transport; /* MPI: only to refuse running under mpirun */
+    if (pfl_transport_init(&transport)) {
+        fprintf(stderr, "pfl resume: %s\n", pfl_errmsg());
+        return 1;
+    }
+    if (refuse_checkpoints_under_mpi(&transport, "pfl resume", true)) return 2;
+    rc = resume_experiment(argv[0], threads, data_dir, quiet, stop_after);
+    if (rc) fprintf(stderr, "pfl resume: %s\n", pfl_errmsg());
+    pfl_transport_finish(&transport);
+    return rc ? 1 : 0;
 }

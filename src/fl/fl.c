@@ -379,39 +379,67 @@ static void unpack_flags(uint8_t *flags, const uint8_t *bits, size_t n) {
 }
 
 /* MPI: the span [off, off + len) of upload slot k from its owner `root`, and
- * the slot's mask over it (as bits, in `bits`) when the mask is on. */
+ * the slot's mask over it (as bits, in `bits`) when the mask is on and the
+ * span is of trained parameters (the mask covers those only). */
 static int share_span(pfl_fl *fl, int k, int root, float *upload, size_t off, size_t len, uint8_t *bits) {
     pfl_transport *t = fl->cfg.transport;
     if (pfl_transport_share(t, upload + off, len * sizeof(float), root)) return -1;
-    if (!fl->sent) return 0;
+    if (!fl->sent || off >= fl->model->num_params) return 0;
     if (t->rank == root) pack_flags(bits, fl->sent[k] + off, len);
     if (pfl_transport_share(t, bits, (len + 7) / 8, root)) return -1;
     if (t->rank != root) unpack_flags(fl->sent[k] + off, bits, len);
     return 0;
 }
 
+/* MPI: the spans of an upload that `aggregate` reads, so the ones that
+ * travel: all of it for an algorithm that compares or fuses whole models
+ * (whole_uploads); else the shared layers' parameters, each run of them one
+ * contiguous span, then their BatchNorm running statistics where those are
+ * shared (pfl_state_shared: not under --bn local or stats-local). Fills
+ * off/len (room for 2 x layers spans) and returns how many. */
+static int upload_spans(const pfl_fl *fl, size_t *off, size_t *len) {
+    const pfl_model *m = fl->model;
+    if (fl->algo->whole_uploads) {
+        off[0] = 0, len[0] = m->num_params; /* apart, so the mask goes with it */
+        off[1] = m->num_params, len[1] = m->num_state;
+        return m->num_state > 0 ? 2 : 1;
+    }
+    int n = 0;
+    for (int first = 0, end; first < m->num_layers; first = end) {
+        for (end = first; end < m->num_layers && fl->shared[end] == fl->shared[first];) end++;
+        if (!fl->shared[first]) continue;
+        off[n] = m->layers[first].offset, len[n] = m->layers[end - 1].offset + m->layers[end - 1].length - off[n];
+        n++;
+    }
+    for (int l = 0; l < m->num_layers; l++)
+        if (m->layers[l].state_length > 0 && pfl_state_shared(fl, l))
+            off[n] = m->layers[l].state_offset, len[n] = m->layers[l].state_length, n++;
+    return n;
+}
+
 /* MPI: every process gets every upload of the round from the process that
- * trained its client — the shared layers (each run of them one contiguous
- * span), the upload mask when on, the training stats — so each runs the
- * same aggregation on the same inputs. Slots go in order, each from its owner. */
+ * trained its client — the spans `aggregate` reads (upload_spans), the
+ * upload mask when on, the training stats — so each runs the same
+ * aggregation on the same inputs. Slots go in order, each from its owner. */
 static int share_uploads(pfl_fl *fl, const int *selected, int n, float *const *uploads, pfl_train_stats *stats) {
     pfl_transport *t = fl->cfg.transport;
     if (!pfl_transport_distributed(t)) return 0;
     const pfl_model *m = fl->model;
     uint8_t *bits = NULL;
-    if (fl->sent && !(bits = pfl_malloc(m->num_params / 8 + 1))) return -1;
+    size_t *off = pfl_malloc(sizeof(size_t) * 4 * (size_t)m->num_layers), *len = off + 2 * m->num_layers;
+    if (!off || (fl->sent && !(bits = pfl_malloc(m->num_params / 8 + 1)))) {
+        free(off);
+        return -1;
+    }
+    const int spans = upload_spans(fl, off, len);
     int rc = pfl_transport_wait_all(t); /* every owner has trained its clients */
     for (int k = 0; k < n && rc == 0; k++) {
         const int root = pfl_transport_owner(t, selected[k]);
-        for (int first = 0, end; first < m->num_layers && rc == 0; first = end) {
-            for (end = first; end < m->num_layers && fl->shared[end] == fl->shared[first];) end++;
-            if (!fl->shared[first]) continue;
-            const size_t off = m->layers[first].offset, stop = m->layers[end - 1].offset + m->layers[end - 1].length;
-            rc = share_span(fl, k, root, uploads[k], off, stop - off, bits);
-        }
+        for (int i = 0; i < spans && rc == 0; i++) rc = share_span(fl, k, root, uploads[k], off[i], len[i], bits);
         if (rc == 0) rc = pfl_transport_share(t, &stats[k], sizeof stats[k], root);
     }
     free(bits);
+    free(off);
     return rc;
 }
 

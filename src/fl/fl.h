@@ -172,6 +172,10 @@ struct pfl_algo {
      * stays as it is (Ditto's personal model, Local's model) instead of
      * becoming the received model. */
     bool keeps_state;
+    /* MPI: `aggregate` reads every float of an upload, not only the shared
+     * layers' (clustering and message passing compare whole models), so
+     * uploads travel whole between processes. */
+    bool whole_uploads;
     /* Allocates algorithm state after the global model is initialized, and
      * may mark layers as not shared (fl->shared). */
     int (*create)(pfl_fl *fl);

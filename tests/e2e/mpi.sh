@@ -2,10 +2,15 @@
 # same metrics.jsonl (every field but the timings) and the same summary.json
 # (but timings, threads and traffic) as the in-process run with the same
 # seed, for every algorithm and the modules; a failure on one rank ends
-# every rank instead of hanging. Skipped (exit 77) when pfl was built
-# without MPI or mpirun is missing. Under the sanitizers four methods run
-# (dense, masked, fused and clustered uploads), with LeakSanitizer off: Open
-# MPI keeps allocations until exit that LeakSanitizer reports as leaks.
+# every rank instead of hanging. Also with --drop-rate 0.3 (every rank
+# drops the same clients; the dropped lists match too), fasttext on AG News
+# (each rank builds the vocabulary from the same partition) and a BatchNorm
+# model with --bn shared and --bn local (running statistics travel only when
+# shared); checkpoints are refused under mpirun with one line. Skipped (exit
+# 77) when pfl was built without MPI or mpirun is missing. Under the
+# sanitizers five methods run (dense, masked, fused and clustered uploads,
+# and drops), with LeakSanitizer off: Open MPI keeps allocations until exit
+# that LeakSanitizer reports as leaks.
 . tests/e2e/lib.sh
 
 if ! command -v mpirun >/dev/null; then echo "skipped: no mpirun (apt-get install openmpi-bin libopenmpi-dev)"; exit 77; fi
@@ -18,7 +23,8 @@ if [ "${PFL_SANITIZED:-0}" = 1 ]; then
     export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 fi
 
-# tiny: 10 clients of 100 train / 30 test samples, 2 rounds
+# tiny: 10 clients of 100 train / 30 test samples, 2 rounds (a case's own
+# flags come later and win)
 common=(--data mnist --model mlp --partition onelabel:100/30 --clients 10 --rounds 2 --batch 20 --quiet)
 strip_metrics() { sed -E 's/"(seconds|eval_seconds)":[^,}]*//g' "$1"; }
 strip_summary() { grep -v -E '"(threads|seconds_per_round|train_samples_per_second|total_seconds|processes|bytes_[a-z_]*)":' "$1"; }
@@ -58,16 +64,37 @@ case_flags() {
         fedavg_literal) echo --algo fedavg --flayer-mask-literal --join 0.6 ;;
         fedper_mask) echo --algo fedper --flayer-mask --flayer-lr --join 0.6 ;;
         ditto_agg) echo --algo ditto --flayer-agg --join 0.6 ;;
+        # --drop-rate: round 1 drops 5 of the 6 selected (fedavg), 7 of 10
+        drop_fedavg) echo --algo fedavg --join 0.6 --drop-rate 0.3 ;;
+        drop_fedalp) echo --algo fedalp --groups 2 --warmup 1 --drop-rate 0.3 ;;
+        drop_cfl) echo --algo cfl --cfl-warmup 0 --cfl-eps1 1e9 --cfl-eps2 0 --drop-rate 0.3 ;;
+        drop_fedper) echo --algo fedper --join 0.6 --drop-rate 0.3 ;;
+        # AG News: 1,600 rows of the test split over 4 clients
+        fasttext) echo --data agnews --data-dir "$agnews_dir" --model fasttext:2000:32 --partition iid --clients 4 \
+            --public 6000 --lr 0.5 --join 0.6 ;;
+        # BatchNorm: resnet18 on 3 clients of 20 MNIST samples (seconds)
+        bn_shared | bn_local) echo --model resnet18 --partition iid --clients 3 --public 69940 --batch 10 \
+            --eval-batch 10 --bn "${1#bn_}" ;;
         *) echo --algo "$1" --join 0.6 ;;
     esac
 }
+# AG News as agnews.sh finds it (the case is left out without it)
+agnews_dir=$PFL_DATA
+if [ ! -f "$agnews_dir/agnews/test.csv" ] && [ -f ../shared/data/ag_news/test.csv ]; then
+    agnews_dir=$TMP/data
+    mkdir -p "$agnews_dir/agnews"
+    ln -s "$(pwd)/../shared/data/ag_news/test.csv" "$agnews_dir/agnews/test.csv"
+fi
+text=()
+[ -f "$agnews_dir/agnews/test.csv" ] && text=(fasttext) || echo "no AG News: the fasttext case is left out"
 if [ "${PFL_SANITIZED:-0}" = 1 ]; then
-    cases=(fedavg flayer pfedcfr fedalp)
+    cases=(fedavg flayer pfedcfr fedalp drop_fedavg)
     twice=(fedavg)
 else
     cases=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
-        fedprox_ala fedavg_literal fedper_mask ditto_agg)
-    twice=(fedavg fedala fedalp pfedcfr flayer)
+        fedprox_ala fedavg_literal fedper_mask ditto_agg drop_fedavg drop_fedalp drop_cfl drop_fedper
+        "${text[@]}" bn_shared bn_local)
+    twice=(fedavg fedala fedalp pfedcfr flayer drop_cfl)
 fi
 for name in "${cases[@]}"; do
     read -r -a flags <<<"$(case_flags "$name")"
@@ -83,7 +110,27 @@ done
     grep -q '"clustered": true' "$TMP/fedalp/np3/summary.json" && pass "fedalp clustered" || fail "fedalp did not cluster"
     [ "$(json_field clusters "$TMP/cfl/np3/summary.json")" -gt 1 ] && pass "cfl split" || fail "cfl did not split"
     grep -q '"clustered":true' "$TMP/fedtsdp/np3/metrics.jsonl" && pass "fedtsdp clustered" || fail "fedtsdp did not cluster"
+    grep -q '"clustered": true' "$TMP/drop_fedalp/np3/summary.json" && pass "fedalp clustered with drops" ||
+        fail "fedalp did not cluster with drops"
+    [ "$(json_field clusters "$TMP/drop_cfl/np3/summary.json")" -gt 1 ] && pass "cfl split with drops" ||
+        fail "cfl did not split with drops"
+    [ "$(json_field state "$TMP/bn_local/np3/summary.json")" -gt 0 ] && pass "bn: the model has running statistics" ||
+        fail "bn: the model has no running statistics"
 }
+# the drops happened (else the drop cases prove little): some round lists dropped clients
+grep -q '"dropped":\[[0-9]' "$TMP/drop_fedavg/np3/metrics.jsonl" && pass "drop_fedavg: clients dropped" ||
+    fail "drop_fedavg: no client dropped"
+
+# checkpoints are refused under mpirun: one line from rank 0, exit 2 (not an abort)
+for cmd in "run ${common[*]} --algo fedavg --threads 1 --checkpoint-every 1 --out $TMP/ckpt" "resume $TMP/ckpt"; do
+    read -r -a argv <<<"$cmd"
+    timeout 120 "${MPIRUN[@]}" -np 3 "$PFL" "${argv[@]}" >"$TMP/ckpt.log" 2>&1
+    rc=$?
+    lines=$(grep -c "checkpoints (--checkpoint-every, pfl resume) do not work under mpirun" "$TMP/ckpt.log")
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$lines" = 1 ] && pass "pfl ${argv[0]} with checkpoints refused under mpirun (exit $rc)" ||
+        fail "pfl ${argv[0]} under mpirun: exit $rc, $lines refusal lines: $(head -3 "$TMP/ckpt.log")"
+done
+[ ! -e "$TMP/ckpt/checkpoint" ] && pass "no checkpoint written under mpirun" || fail "a checkpoint was written"
 
 # traffic: to the server, every round, each selected client's upload (all
 # parameters as float32 and its 32-byte training stats)
