@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "check.h"
+#include "real_data.h" /* test_real */
 #include "data/data.h"
 #include "util/err.h"
 
@@ -404,33 +405,6 @@ static void test_gather(void) {
           "%g %g", x[0], x[1]);
 }
 
-/* ---- the real data, when fetched ---- */
-
-static void test_real(const char *name, int n_expect) {
-    const char *dir = getenv("PFL_DATA");
-    if (!dir || !*dir) dir = "data";
-    char probe[512];
-    snprintf(probe, sizeof probe, "%s/%s", dir, name);
-    struct stat st;
-    if (stat(probe, &st) != 0) {
-        printf("skipped: real %s (no %s; run scripts/fetch-data.sh)\n", name, probe);
-        return;
-    }
-    pfl_dataset d;
-    int rc = pfl_dataset_load(&d, name, dir);
-    CHECK(rc == 0, "real %s: %s", name, pfl_errmsg());
-    if (rc) return;
-    long hist[10] = {0}, total = 0;
-    for (int i = 0; i < d.n; i++) hist[d.labels[i]]++;
-    for (int k = 0; k < 10; k++) total += hist[k];
-    CHECK(d.n == n_expect && total == n_expect, "real %s: n %d", name, d.n);
-    int all_present = 1;
-    for (int k = 0; k < 10; k++) all_present &= hist[k] > 0;
-    CHECK(all_present, "real %s: every class present", name);
-    printf("real %s: n=%d, %dx%dx%d, class 0 has %ld samples\n", name, d.n, d.c, d.h, d.w, hist[0]);
-    pfl_dataset_free(&d);
-}
-
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/pfl-test-data-XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -444,9 +418,9 @@ int main(void) {
     test_cifar_read();
     test_cifar_load();
     test_gather();
-    test_real("mnist", 70000);
-    test_real("fmnist", 70000);
-    test_real("cifar10", 60000);
+    test_real("mnist", "mnist", 70000, 10);
+    test_real("fmnist", "fmnist", 70000, 10);
+    test_real("cifar10", "cifar10", 60000, 10);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -37,13 +37,13 @@
 #include <string.h>
 
 #include "check.h"
+#include "fd_check.h" /* FD_TOL, check_grad */
 #include "nn/layers.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "util/err.h"
 #include "util/rng.h"
 
-#define FD_TOL 1e-2
 #ifndef FD_EPS_MODEL /* -DFD_EPS_MODEL=... to explore; see test_model_fd */
 #define FD_EPS_MODEL 3e-4f
 #endif
@@ -90,13 +90,6 @@ static double dot_d(const float *a, const float *b, long n) {
     return s;
 }
 
-static double max_abs(const float *a, long n) {
-    double m = 0.0;
-    for (long i = 0; i < n; i++)
-        if (fabs(a[i]) > m) m = fabs(a[i]);
-    return m;
-}
-
 typedef double (*loss_fn)(void *ctx);
 
 /* Central difference of f with respect to x[i], dividing by the step that
@@ -114,22 +107,6 @@ static double fd_one(float *x, long i, float eps, loss_fn f, void *ctx) {
 
 static void fd_all(float *num, float *x, long n, float eps, loss_fn f, void *ctx) {
     for (long i = 0; i < n; i++) num[i] = (float)fd_one(x, i, eps, f, ctx);
-}
-
-/* max|num - ana| <= FD_TOL * max|ana|, printed llm.c style. */
-static void check_grad(const char *what, const float *num, const float *ana, long n) {
-    double scale = max_abs(ana, n), worst = 0.0;
-    long worst_i = 0;
-    for (long i = 0; i < n; i++) {
-        double d = fabs((double)num[i] - (double)ana[i]);
-        if (!(d <= worst)) worst = d, worst_i = i; /* NaN becomes the worst */
-    }
-    double rel = scale > 0.0 ? worst / scale : INFINITY;
-    printf("  %-34s n=%-5ld max|grad| %.3e  max|fd - analytic| %.3e  rel %.2e  %s\n", what, n, scale, worst, rel,
-           rel <= FD_TOL ? "ok" : "FAIL");
-    CHECK(scale > 0.0, "%s: analytic gradient is all zeros, the check proves nothing", what);
-    CHECK(rel <= FD_TOL, "%s: worst at %ld: fd %.6g analytic %.6g (rel %.3e)", what, worst_i, (double)num[worst_i],
-          (double)ana[worst_i], rel);
 }
 
 /* Forward outputs against a double reference: |a - ref| <= tol * max|ref|. */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "real_data.h" /* test_real */
 #include "data/data.h"
 #include "util/err.h"
 
@@ -576,33 +577,6 @@ static void test_tinyimagenet(void) {
 }
 
 #endif
-
-/* ---- real data, when present ---- */
-
-static void test_real(const char *name, const char *sub, int n_expect, int classes) {
-    const char *dir = getenv("PFL_DATA");
-    if (!dir || !*dir) dir = "data";
-    char probe[512];
-    snprintf(probe, sizeof probe, "%s/%s", dir, sub);
-    struct stat st;
-    if (stat(probe, &st) != 0) {
-        printf("skipped: real %s (no %s)\n", name, probe);
-        return;
-    }
-    pfl_dataset d;
-    int rc = pfl_dataset_load(&d, name, dir);
-    CHECK(rc == 0, "real %s: %s", name, pfl_errmsg());
-    if (rc) return;
-    CHECK(d.n == n_expect && d.classes == classes, "real %s: n %d classes %d", name, d.n, d.classes);
-    long *hist = calloc((size_t)d.classes, sizeof *hist);
-    for (int i = 0; i < d.n; i++) hist[d.labels[i]]++;
-    int all = 1;
-    for (int k = 0; k < d.classes; k++) all &= hist[k] > 0;
-    CHECK(all, "real %s: every class present", name);
-    printf("real %s: n=%d, %dx%dx%d, %d classes\n", name, d.n, d.c, d.h, d.w, d.classes);
-    free(hist);
-    pfl_dataset_free(&d);
-}
 
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/pfl-test-loaders-XXXXXX");

@@ -29,6 +29,7 @@
 
 #include "algos/algos.h"
 #include "check.h"
+#include "fd_check.h" /* FD_TOL, check_grad */
 #include "data/data.h"
 #include "fl/fl.h"
 #include "nn/layers.h"
@@ -37,34 +38,9 @@
 #include "util/err.h"
 #include "util/rng.h"
 
-#define FD_TOL 1e-2
-
 static char tmpdir[256];
 
 /* ---- helpers ---- */
-
-static double max_abs(const float *a, long n) {
-    double m = 0.0;
-    for (long i = 0; i < n; i++)
-        if (fabs(a[i]) > m) m = fabs(a[i]);
-    return m;
-}
-
-/* max|num - ana| <= FD_TOL * max|ana| (see tests/test_layers.c). */
-static void check_grad(const char *what, const float *num, const float *ana, long n) {
-    double scale = max_abs(ana, n), worst = 0.0;
-    long worst_i = 0;
-    for (long i = 0; i < n; i++) {
-        double d = fabs((double)num[i] - (double)ana[i]);
-        if (!(d <= worst)) worst = d, worst_i = i;
-    }
-    double rel = scale > 0.0 ? worst / scale : INFINITY;
-    printf("  %-34s n=%-5ld max|grad| %.3e  max|fd - analytic| %.3e  rel %.2e  %s\n", what, n, scale, worst, rel,
-           rel <= FD_TOL ? "ok" : "FAIL");
-    CHECK(scale > 0.0, "%s: analytic gradient is all zeros, the check proves nothing", what);
-    CHECK(rel <= FD_TOL, "%s: worst at %ld: fd %.6g analytic %.6g (rel %.3e)", what, worst_i, (double)num[worst_i],
-          (double)ana[worst_i], rel);
-}
 
 static int msg_has(const char *a, const char *b) {
     const char *m = pfl_errmsg();
