@@ -294,8 +294,40 @@ static void test_local_steps(void) {
     o.steps = 0;
     pfl_local_sgd(fl, 0, &fl->workers[0], b, &o, &s);
     CHECK(tiny_same(a, b, 0, P), "3 steps = 1 epoch of 3 batches");
+    /* --local-steps 2: each of 2 epochs is 2 batches (4 + 4, then 2 + 4 after the reshuffle) */
+    fl->cfg.algo.local_steps = 2;
+    hook_calls = 0;
+    o.grad_hook = count_hook, o.steps = 0, o.epochs = 2;
+    s = (pfl_train_stats){0};
+    pfl_local_sgd(fl, 0, &fl->workers[0], model, &o, &s);
+    CHECK(hook_calls == 4 && s.samples == 14 && s.last_epoch_samples == 4, "local-steps 2, epochs 2: %d batches, %ld samples",
+          hook_calls, s.samples);
     free(a), free(b), free(model);
     tiny_fed_free(&f);
+}
+
+/* pFedMe has its own loop: --local-steps K bounds its batches too (each with
+ * --pfedme-k inner steps, counted once in the samples). */
+static void test_pfedme_local_steps(void) {
+    pfl_config cfg = amp_config(1);
+    cfg.algo.pfedme_k = 2, cfg.algo.pfedme_lambda = 15, cfg.algo.pfedme_lr = 0.01f, cfg.algo.pfedme_beta = 1;
+    const int n_train[1] = {10}, n_test[1] = {2};
+    const int budgets[3] = {0, 1, 5};
+    const long samples[3] = {10, 4, 18};
+    for (int t = 0; t < 3; t++) {
+        cfg.algo.local_steps = budgets[t];
+        tiny_fed f;
+        tiny_fed_init(&f, &pfl_algo_pfedme, cfg, n_train, n_test);
+        pfl_fl *fl = &f.fl;
+        float *model = tiny_floats(pfl_model_vector_len(&f.m));
+        pfl_algo_pfedme.local_init(fl, 0, model);
+        pfl_train_stats s = {0};
+        pfl_algo_pfedme.local_train(fl, 0, &fl->workers[0], model, &s);
+        CHECK(s.samples == samples[t], "pfedme local-steps %d: %ld samples, expected %ld", budgets[t], s.samples,
+              samples[t]);
+        free(model);
+        tiny_fed_free(&f);
+    }
 }
 
 /* ---- a whole run, both algorithms ---- */
@@ -318,6 +350,7 @@ int main(void) {
     test_pfedcfr_server();
     test_fedamp_server();
     test_cfr_hook();
+    test_pfedme_local_steps();
     test_local_steps();
     test_runs();
     TEST_MAIN_END();

@@ -10,8 +10,8 @@
  * over the clients that uploaded this round (u of the others is unchanged).
  * The client then minimizes F_i(w) + lambda/(2 alpha) ||w - u_i||^2 starting
  * from its own w_i, as PFLlib's clientAMP does (the received u_i only goes
- * into client_u, the anchor of the proximal term); --local-steps K trains K
- * batches instead of --epochs. The personalized model evaluated is w_i
+ * into client_u, the anchor of the proximal term); --local-steps K makes each
+ * of the --epochs K batches. The personalized model evaluated is w_i
  * (PFLlib evaluates self.model); FedAMP has no global model (has_global
  * false: no global accuracy). Before round 1, u_i = w_i = the initial model. */
 #include <stdlib.h>
@@ -60,7 +60,6 @@ static void fedamp_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pf
         prox.anchor[l] = s->u + pfl_model_vector_len(fl->model) * (size_t)client;
     }
     pfl_train_opts o = pfl_train_opts_default(fl);
-    o.steps = a->local_steps;
     o.grad_hook = pfl_layer_prox_hook;
     o.hook_ctx = &prox;
     pfl_local_sgd(fl, client, w, model, &o, stats);

@@ -18,7 +18,7 @@
  * order), and the starting point of local training, which minimizes Eq. 15:
  *   F_n(nu) + lambda/(2 alpha) sum_{l<r} ||nu_l - nu_{n,l}^fused||^2
  *           + mu/2 sum_{l>=r} ||nu_l - nu_{global,l}||^2
- * for --local-steps batches (the paper's 10), or --epochs when 0.
+ * for --epochs epochs of --local-steps batches (the paper: 10 batches).
  * Only clients that uploaded get new fused layers; the others keep theirs.
  * The server holds clients x (parameters of layers < r) floats. */
 #include <stdlib.h>
@@ -83,7 +83,6 @@ static void cfr_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_t
         prox.anchor[l] = l < s->r ? fused_of(s, client) : fl->global;
     }
     pfl_train_opts o = pfl_train_opts_default(fl);
-    o.steps = a->local_steps;
     o.grad_hook = pfl_layer_prox_hook;
     o.hook_ctx = &prox;
     pfl_local_sgd(fl, client, w, model, &o, stats);

@@ -76,11 +76,17 @@ static void pfedme_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pf
     pfl_rng shuffle = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_SHUFFLE);
     pfl_rng dropout = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_DROPOUT);
     memcpy(w->order, cd->train, sizeof(int) * (size_t)cd->n_train);
-    for (int epoch = 0; epoch < fl->cfg.epochs; epoch++) {
-        const bool last_epoch = epoch == fl->cfg.epochs - 1;
+    /* --local-steps K: K batches an epoch (pFedMe's own "local epochs" are batches) */
+    const long budget = pfl_epoch_steps(fl, fl->cfg.epochs);
+    const long per_pass = ((long)cd->n_train + fl->cfg.batch - 1) / fl->cfg.batch;
+    if (budget > 0 && per_pass == 0) return;
+    const int passes = budget > 0 ? (int)((budget + per_pass - 1) / per_pass) : fl->cfg.epochs;
+    long steps_left = budget > 0 ? budget : -1;
+    for (int epoch = 0; epoch < passes; epoch++) {
+        const bool last_epoch = epoch == passes - 1;
         if (last_epoch) stats->last_epoch_correct = stats->last_epoch_samples = 0;
         pfl_rng_shuffle(&shuffle, w->order, (size_t)cd->n_train);
-        for (int start = 0; start < cd->n_train; start += fl->cfg.batch) {
+        for (int start = 0; start < cd->n_train && steps_left != 0; start += fl->cfg.batch, steps_left--) {
             const int B = cd->n_train - start < fl->cfg.batch ? cd->n_train - start : fl->cfg.batch;
             pfl_dataset_gather(fl->data, w->order + start, B, w->x, w->y);
             for (int k = 0; k < a->pfedme_k; k++) {

@@ -124,7 +124,7 @@ static int run_specs(run_options *o, arg_spec *specs) {
         {"cfr-layers", NULL, ARG_INT, &o->cfr_layers, 0, PFL_MAX_LAYERS, false, "R",
          "pfedcfr: r, the first R layers fused per client, the rest averaged (paper: 1 dnn, 2 cnn)"},
         {"local-steps", NULL, ARG_INT, &o->local_steps, 0, 1e7, false, "K",
-         "fedamp, pfedcfr: local SGD steps (batches) per round instead of --epochs (0: epochs; paper: 10)"},
+         "a local epoch is K batches (reshuffled after each pass) instead of one pass, every algorithm (0: a pass; pFedCFR paper: 10)"},
         /* FedALP */
         {"groups", NULL, ARG_INT, &o->groups, 1, 1e7, false, "M", "fedalp: groups of clients (Ward clusters)"},
         {"beta", NULL, ARG_DOUBLE, &o->beta, 0, 1, false, "F", "fedalp: personalization factor, Psi = beta*delta/max(delta)"},

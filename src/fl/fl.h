@@ -33,7 +33,8 @@ typedef struct {
     float amp_sigma;      /* sigma of A(x) = 1 - exp(-x / sigma) */
     float amp_lambda;     /* lambda: proximal coefficient lambda / alpha toward the fused model */
     int cfr_layers;       /* pfedcfr: r, the first r layers fused per client, the rest averaged */
-    int local_steps;      /* fedamp, pfedcfr: local SGD steps (batches) per round; 0 = cfg.epochs */
+    int local_steps;      /* every algorithm: a local epoch is this many batches (reshuffling after
+                           * each pass over the data) instead of one pass; 0 = whole passes */
     /* FedALP (src/algos/fedalp.h) */
     int groups;           /* fedalp: M, groups of clients */
     float beta;           /* fedalp: personalization factor in [0, 1] */
@@ -146,7 +147,8 @@ typedef struct {
     bool layer_lr;             /* FLAYER's per-layer learning rates */
     pfl_rng_purpose shuffle;   /* stream of the batch order (a second model uses another) */
     int steps;                 /* > 0: train exactly this many batches (reshuffling after each
-                                * pass over the data) instead of `epochs` epochs (fedamp, pfedcfr) */
+                                * pass over the data) instead of `epochs` epochs; 0: `epochs`
+                                * epochs, each --local-steps batches when that is set */
 } pfl_train_opts;
 
 /* Modules an algorithm switches on by itself (FedALA is FedAvg + ALA). */
@@ -344,6 +346,10 @@ float *pfl_client_model(const pfl_fl *fl, int client);
 /* FedAvg's training options: cfg.epochs, cfg.lr, all layers, no hook, the
  * per-layer learning rates when the flayer_lr module is on. */
 pfl_train_opts pfl_train_opts_default(const pfl_fl *fl);
+
+/* Batches `epochs` local epochs make under --local-steps K: epochs * K;
+ * 0 when K is 0 (an epoch is then one pass over the client's data). */
+long pfl_epoch_steps(const pfl_fl *fl, int epochs);
 
 /* FedTSDP: the learning rate of the current round, cfg.lr * cfg.lr_decay^(round - 1)
  * (cfg.lr when lr_decay is 0 or 1, and at round 0). pfl_train_opts_default

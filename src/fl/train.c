@@ -24,6 +24,10 @@ pfl_train_opts pfl_train_opts_default(const pfl_fl *fl) {
     return o;
 }
 
+long pfl_epoch_steps(const pfl_fl *fl, int epochs) {
+    return fl->cfg.algo.local_steps > 0 ? (long)epochs * fl->cfg.algo.local_steps : 0;
+}
+
 int pfl_first_head_layer(const pfl_model *m, int head) {
     int first = m->num_layers - head;
     return first < 0 ? 0 : (first > m->num_layers ? m->num_layers : first);
@@ -94,12 +98,13 @@ void pfl_local_sgd(pfl_fl *fl, int client, pfl_worker *w, float *model, const pf
     if (sparse >= 0) memset(w->grads, 0, dense_from * sizeof(float));
     if (fl->cfg.momentum != 0.0f) memset(w->velocity, 0, P * sizeof(float)); /* unread without momentum */
     memcpy(w->order, cd->train, sizeof(int) * (size_t)cd->n_train);
-    /* With o->steps > 0, passes over the data repeat until that many batches
+    /* With a step budget, passes over the data repeat until that many batches
      * are done; the "last epoch" is the pass in which training stops. */
+    const long budget = o->steps > 0 ? o->steps : pfl_epoch_steps(fl, o->epochs);
     const long per_pass = ((long)cd->n_train + fl->cfg.batch - 1) / fl->cfg.batch;
-    if (o->steps > 0 && per_pass == 0) return;
-    const int passes = o->steps > 0 ? (int)((o->steps + per_pass - 1) / per_pass) : o->epochs;
-    long steps_left = o->steps > 0 ? o->steps : -1;
+    if (budget > 0 && per_pass == 0) return;
+    const int passes = budget > 0 ? (int)((budget + per_pass - 1) / per_pass) : o->epochs;
+    long steps_left = budget > 0 ? budget : -1;
     for (int epoch = 0; epoch < passes; epoch++) {
         const bool last_epoch = epoch == passes - 1;
         if (last_epoch) stats->last_epoch_correct = stats->last_epoch_samples = 0;
