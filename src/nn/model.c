@@ -7,6 +7,13 @@
 
 #include "util/err.h"
 
+/* bench/step_bench.c times every op by defining these before it includes
+ * this file; in the library they are nothing. */
+#ifndef PFL_OP_CLOCK_BEGIN
+#define PFL_OP_CLOCK_BEGIN()
+#define PFL_OP_CLOCK_END(op, backward)
+#endif
+
 const char *const pfl_model_names =
     "cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn, resnet18, resnet18-cifar, alexnet, fasttext[:VOCAB[:DIM]]";
 
@@ -656,6 +663,7 @@ const float *pfl_forward(pfl_workspace *ws, const float *params, const float *x,
         float *out = ws->act[i];
         const long n = (long)B * op_out_size(op);
         const float *w = layer_tensor(m, params, op->layer, 0), *b = layer_tensor(m, params, op->layer, 1);
+        PFL_OP_CLOCK_BEGIN();
         switch (op->kind) {
         case PFL_OP_CONV2D: {
             pfl_conv_shape s = conv_shape(op, B);
@@ -690,6 +698,7 @@ const float *pfl_forward(pfl_workspace *ws, const float *params, const float *x,
             break;
         case PFL_OP_FLATTEN: break;
         }
+        PFL_OP_CLOCK_END(i, false);
     }
     return output_of(ws, m->num_ops - 1);
 }
@@ -820,7 +829,9 @@ void pfl_backward_top(pfl_workspace *ws, const float *params, const uint8_t *lab
         }
         const float *dout = grad_of(ws, i) ? grad_of(ws, i) : dlogits;
         float *din = gradient_target(ws, op->src, lowest);
+        PFL_OP_CLOCK_BEGIN();
         op_backward(ws, i, params, grads, din, dout);
+        PFL_OP_CLOCK_END(i, true);
         gradient_done(ws, op->src, din);
         if (op->kind == PFL_OP_ADD) {
             float *d2 = gradient_target(ws, op->src2, lowest);
