@@ -48,8 +48,17 @@ static void sgd_step(const pfl_model *m, float *params, const float *grads, floa
         pfl_sgd_step(params + m->layers[l].offset, grads + m->layers[l].offset, NULL, m->layers[l].length, &opt);
 }
 
+/* As pfl_local_sgd: fused when the model allows (PFL_UNFUSED=1 in the
+ * environment: always the separate gradient and SGD pass). */
+static bool fused;
+
 static void train_step(pfl_workspace *ws, const pfl_model *m, float *params, float *grads, const float *x,
                        const uint8_t *y, int B, pfl_rng *rng) {
+    if (fused) {
+        pfl_forward_loss(ws, params, x, y, B, true, rng);
+        pfl_backward_sgd(ws, params, y, 0.005f);
+        return;
+    }
     memset(grads, 0, sizeof(float) * m->num_params);
     pfl_forward_loss(ws, params, x, y, B, true, rng);
     pfl_backward(ws, params, y, grads);
@@ -66,6 +75,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", pfl_errmsg());
         return 1;
     }
+    fused = pfl_model_sgd_fusable(&m) && !(getenv("PFL_UNFUSED") && atoi(getenv("PFL_UNFUSED")));
     pfl_rng rng = pfl_rng_stream(1, 0, 0, PFL_RNG_BENCH);
     float *params = malloc(sizeof(float) * pfl_model_vector_len(&m)), *grads = malloc(sizeof(float) * m.num_params);
     float *x = malloc(sizeof(float) * (size_t)B * (size_t)pfl_model_input_size(&m));
@@ -92,8 +102,8 @@ int main(int argc, char **argv) {
     }
     memcpy(op_seconds, best_seconds, sizeof op_seconds);
 
-    printf("%s, batch %d, best of 5 x %d steps: %.1f us per step, %.0f samples/s on one core\n", name, B, steps, 1e6 * total,
-           B / total);
+    printf("%s, batch %d, %s SGD, best of 5 x %d steps: %.1f us per step, %.0f samples/s on one core\n", name, B,
+           fused ? "fused" : "separate", steps, 1e6 * total, B / total);
     double ops = 0.0;
     printf("%-4s %-10s %-22s %10s %10s\n", "op", "kind", "shape (in -> out)", "fwd us", "bwd us");
     for (int i = 0; i < m.num_ops; i++) {
