@@ -71,6 +71,11 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libpfl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libpfl.a $(LDLIBS)
 
+# Micro-benchmarks (bench/*.c), built on demand: make build/bench/step_bench
+$(BUILD)/bench/%: bench/%.c src/nn/model.c $(BUILD)/libpfl.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libpfl.a $(LDLIBS)
+
 $(BUILD)/src/fl/transport.o: CFLAGS += $(MPI_CFLAGS)
 
 $(BUILD)/%.o: %.c

@@ -81,6 +81,21 @@ static void step(const pfl_fl *fl, pfl_worker *w, float *model, const pfl_train_
     }
 }
 
+/* Plain SGD on every layer, one rate, nothing between the gradient and the
+ * step: then the step can be fused into the backward pass
+ * (pfl_backward_sgd), skipping the gradient buffer, its zeroing and the
+ * separate SGD pass. Anything that reads or alters gradients takes the
+ * unfused path. */
+static bool fused_sgd(const pfl_fl *fl, const pfl_train_opts *o, int sparse_layer) {
+    const pfl_model *m = fl->model;
+    if (fl->cfg.momentum != 0.0f || fl->cfg.weight_decay != 0.0f || o->grad_hook || o->layer_lr || sparse_layer >= 0)
+        return false;
+    if (o->frozen)
+        for (int l = 0; l < m->num_layers; l++)
+            if (o->frozen[l]) return false;
+    return pfl_model_sgd_fusable(m);
+}
+
 void pfl_local_sgd(pfl_fl *fl, int client, pfl_worker *w, float *model, const pfl_train_opts *o,
                    pfl_train_stats *stats) {
     const pfl_client_data *cd = &fl->part->clients[client];
@@ -96,6 +111,7 @@ void pfl_local_sgd(pfl_fl *fl, int client, pfl_worker *w, float *model, const pf
     const int sparse = sparse_embedding_layer(fl, o);
     const size_t dense_from = sparse >= 0 ? m->layers[sparse].offset + m->layers[sparse].length : 0;
     if (sparse >= 0) memset(w->grads, 0, dense_from * sizeof(float));
+    const bool fused = fused_sgd(fl, o, sparse);
     if (fl->cfg.momentum != 0.0f) memset(w->velocity, 0, P * sizeof(float)); /* unread without momentum */
     memcpy(w->order, cd->train, sizeof(int) * (size_t)cd->n_train);
     /* With a step budget, passes over the data repeat until that many batches
@@ -112,7 +128,7 @@ void pfl_local_sgd(pfl_fl *fl, int client, pfl_worker *w, float *model, const pf
         for (int start = 0; start < cd->n_train && steps_left != 0; start += fl->cfg.batch, steps_left--) {
             int B = cd->n_train - start < fl->cfg.batch ? cd->n_train - start : fl->cfg.batch;
             pfl_dataset_gather(fl->data, w->order + start, B, w->x, w->y);
-            memset(w->grads + dense_from, 0, (P - dense_from) * sizeof(float));
+            if (!fused) memset(w->grads + dense_from, 0, (P - dense_from) * sizeof(float));
             float loss = pfl_forward_loss(w->ws, model, w->x, w->y, B, true, &dropout);
             /* BatchNorm's running statistics move with every training batch,
              * frozen layers included, as in PyTorch's train mode */
@@ -121,10 +137,14 @@ void pfl_local_sgd(pfl_fl *fl, int client, pfl_worker *w, float *model, const pf
                 stats->last_epoch_correct += pfl_count_correct(w->ws, w->y, B);
                 stats->last_epoch_samples += B;
             }
-            pfl_backward_top(w->ws, model, w->y, w->grads, lowest);
-            if (o->grad_hook) o->grad_hook(o->hook_ctx, m, model, w->grads);
-            if (o->layer_lr) pfl_flayer_layer_lrs(lrs, m, w->grads, o->lr);
-            step(fl, w, model, o, o->layer_lr ? lrs : NULL, sparse);
+            if (fused) {
+                pfl_backward_sgd(w->ws, model, w->y, o->lr); /* cannot fail: fused_sgd checked the model */
+            } else {
+                pfl_backward_top(w->ws, model, w->y, w->grads, lowest);
+                if (o->grad_hook) o->grad_hook(o->hook_ctx, m, model, w->grads);
+                if (o->layer_lr) pfl_flayer_layer_lrs(lrs, m, w->grads, o->lr);
+                step(fl, w, model, o, o->layer_lr ? lrs : NULL, sparse);
+            }
             stats->loss_sum += (double)loss * B;
             stats->samples += B;
         }

@@ -38,6 +38,21 @@ void pfl_linear_backward(float *din, float *dw, float *db, const float *dout, co
                     din, in_dim);
 }
 
+void pfl_linear_backward_sgd(float *din, float *w, float *b, const float *dout, const float *in, int B, int in_dim,
+                             int out_dim, float lr) {
+    if (din) /* from the weights before the step */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, in_dim, out_dim, 1.0f, dout, out_dim, w, in_dim, 0.0f,
+                    din, in_dim);
+    for (int o = 0; o < out_dim; o++) { /* the bias gradient summed as pfl_linear_backward does */
+        float g = 0.0f;
+        for (int n = 0; n < B; n++) g += dout[(long)n * out_dim + o];
+        b[o] -= lr * g;
+    }
+    /* w += -lr * dout^T * in: the weight-gradient GEMM straight into w */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_dim, in_dim, B, -lr, dout, out_dim, in, in_dim, 1.0f, w,
+                in_dim);
+}
+
 /* ---- Embedding, mean over tokens ---- */
 
 /* The row of a token, or -1 for padding and ids outside the table. */
@@ -234,49 +249,69 @@ void pfl_conv2d_forward(float *out, float *col, const float *in, const float *w,
     }
 }
 
-static void conv_backward_group(float *din, float *dw, float *db, float *col, const float *dout, const float *in,
-                                const float *w, const pfl_conv_shape *s, int n0, int g) {
-    const long P = (long)s->OH * s->OW, in_size = (long)s->C * s->H * s->W, ld = g * P;
-    const int CKK = s->C * s->K * s->K;
-    float *tmp = col + (long)CKK * ld;
-    for (int j = 0; j < g; j++) {
-        const float *dout_n = dout + (long)(n0 + j) * s->OC * P;
-        for (int oc = 0; oc < s->OC; oc++) {
-            if (db) db[oc] += row_sum(dout_n + oc * P, P);
-            memcpy(tmp + oc * ld + j * P, dout_n + oc * P, sizeof(float) * (size_t)P);
-        }
-        im2col(col + j * P, in + (n0 + j) * in_size, s, ld);
+/* The output gradient of samples [n0, n0 + g) as one [OC][g*P] matrix: the
+ * sample's own block of dout when g is 1, else gathered into tmp. */
+static const float *group_dout(float *tmp, const float *dout, const pfl_conv_shape *s, int n0, int g) {
+    const long P = (long)s->OH * s->OW, ld = g * P;
+    if (g == 1) return dout + (long)n0 * s->OC * P;
+    for (int j = 0; j < g; j++)
+        for (int oc = 0; oc < s->OC; oc++)
+            memcpy(tmp + oc * ld + j * P, dout + ((long)(n0 + j) * s->OC + oc) * P, sizeof(float) * (size_t)P);
+    return tmp;
+}
+
+/* dw += alpha * dout * col^T over the batch, sample by sample (or group by
+ * group), unfolding each input again into col. */
+static void conv_weight_grad(float *dw, float alpha, float *col, const float *dout, const float *in,
+                             const pfl_conv_shape *s) {
+    const long P = (long)s->OH * s->OW, in_size = (long)s->C * s->H * s->W;
+    const int CKK = s->C * s->K * s->K, G = conv_group(s);
+    for (int n0 = 0; n0 < s->B; n0 += G) {
+        const int g = s->B - n0 < G ? s->B - n0 : G;
+        const long ld = g * P;
+        for (int j = 0; j < g; j++) im2col(col + j * P, in + (n0 + j) * in_size, s, ld);
+        const float *d = group_dout(col + (long)CKK * ld, dout, s, n0, g);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->OC, CKK, (int)ld, alpha, d, (int)ld, col, (int)ld, 1.0f,
+                    dw, CKK);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->OC, CKK, (int)ld, 1.0f, tmp, (int)ld, col, (int)ld, 1.0f,
-                dw, CKK);
-    if (!din) return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, (int)ld, s->OC, 1.0f, w, CKK, tmp, (int)ld, 0.0f, col,
-                (int)ld);
-    for (int j = 0; j < g; j++) col2im(din + (n0 + j) * in_size, col + j * P, s, ld);
+}
+
+/* din = the input gradient, from w^T * dout unfolded in col, then folded back. */
+static void conv_input_grad(float *din, float *col, const float *dout, const float *w, const pfl_conv_shape *s) {
+    const long P = (long)s->OH * s->OW, in_size = (long)s->C * s->H * s->W;
+    const int CKK = s->C * s->K * s->K, G = conv_group(s);
+    for (int n0 = 0; n0 < s->B; n0 += G) {
+        const int g = s->B - n0 < G ? s->B - n0 : G;
+        const long ld = g * P;
+        const float *d = group_dout(col + (long)CKK * ld, dout, s, n0, g);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, (int)ld, s->OC, 1.0f, w, CKK, d, (int)ld, 0.0f, col,
+                    (int)ld);
+        for (int j = 0; j < g; j++) col2im(din + (n0 + j) * in_size, col + j * P, s, ld);
+    }
+}
+
+/* The bias gradient of channel oc: its output gradients summed sample by
+ * sample, in one order for the fused and the separate step. */
+static float conv_bias_grad(float acc, const float *dout, const pfl_conv_shape *s, int oc) {
+    const long P = (long)s->OH * s->OW;
+    for (int n = 0; n < s->B; n++) acc += row_sum(dout + ((long)n * s->OC + oc) * P, P);
+    return acc;
 }
 
 void pfl_conv2d_backward(float *din, float *dw, float *db, float *col, const float *dout, const float *in,
                          const float *w, const pfl_conv_shape *s) {
-    const long P = (long)s->OH * s->OW, in_size = (long)s->C * s->H * s->W;
-    const int CKK = s->C * s->K * s->K, g = conv_group(s);
-    if (g > 1) {
-        for (int n0 = 0; n0 < s->B; n0 += g)
-            conv_backward_group(din, dw, db, col, dout, in, w, s, n0, s->B - n0 < g ? s->B - n0 : g);
-        return;
-    }
-    for (int n = 0; n < s->B; n++) {
-        const float *dout_n = dout + (long)n * s->OC * P;
-        if (db)
-            for (int oc = 0; oc < s->OC; oc++) db[oc] += row_sum(dout_n + oc * P, P);
-        im2col(col, in + n * in_size, s, P);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->OC, CKK, (int)P, 1.0f, dout_n, (int)P, col, (int)P,
-                    1.0f, dw, CKK);
-        if (!din) continue;
-        /* the columns are spent: reuse them for the unfolded input gradient */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, (int)P, s->OC, 1.0f, w, CKK, dout_n, (int)P, 0.0f,
-                    col, (int)P);
-        col2im(din + n * in_size, col, s, P);
-    }
+    if (db)
+        for (int oc = 0; oc < s->OC; oc++) db[oc] = conv_bias_grad(db[oc], dout, s, oc);
+    conv_weight_grad(dw, 1.0f, col, dout, in, s);
+    if (din) conv_input_grad(din, col, dout, w, s);
+}
+
+void pfl_conv2d_backward_sgd(float *din, float *w, float *b, float *col, const float *dout, const float *in,
+                             const pfl_conv_shape *s, float lr) {
+    if (din) conv_input_grad(din, col, dout, w, s); /* from the weights before the step */
+    if (b)
+        for (int oc = 0; oc < s->OC; oc++) b[oc] -= lr * conv_bias_grad(0.0f, dout, s, oc);
+    conv_weight_grad(w, -lr, col, dout, in, s);
 }
 
 /* The CNN's 2x2/2 pooling, without the generic window loops: 4 compares per

@@ -25,6 +25,15 @@ void pfl_linear_forward_small(float *out, float *scratch, const float *in, const
 void pfl_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                          int B, int in_dim, int out_dim);
 
+/* The backward pass of a Linear fused with a plain SGD step (p -= lr * g):
+ * din from the weights before the step (skipped when NULL), then w and b
+ * updated in place, without a gradient buffer (the weight-gradient GEMM
+ * runs with alpha = -lr, beta = 1 into w). The same result as
+ * pfl_linear_backward into zeroed gradients followed by pfl_sgd_step, up to
+ * rounding (the bias bitwise). */
+void pfl_linear_backward_sgd(float *din, float *w, float *b, const float *dout, const float *in, int B, int in_dim,
+                             int out_dim, float lr);
+
 /* The geometry of one Conv2d with a square kernel. */
 typedef struct {
     int B;              /* batch */
@@ -47,6 +56,11 @@ void pfl_conv2d_forward(float *out, float *col, const float *in, const float *w,
                         const pfl_conv_shape *s);
 void pfl_conv2d_backward(float *din, float *dw, float *db, float *col, const float *dout, const float *in,
                          const float *w, const pfl_conv_shape *s);
+/* The backward fused with a plain SGD step, as pfl_linear_backward_sgd: din
+ * from the weights before the step, then w and b (NULL: none) updated in
+ * place (the weight-gradient GEMM runs with alpha = -lr into w). */
+void pfl_conv2d_backward_sgd(float *din, float *w, float *b, float *col, const float *dout, const float *in,
+                             const pfl_conv_shape *s, float lr);
 
 /* Max pooling, window k, stride `stride`, no padding (floor mode, as PyTorch).
  * `argmax` (one int per output) records the winning input index. */

@@ -7,6 +7,13 @@
 
 #include "util/err.h"
 
+/* bench/step_bench.c times every op by defining these before it includes
+ * this file; in the library they are nothing. */
+#ifndef PFL_OP_CLOCK_BEGIN
+#define PFL_OP_CLOCK_BEGIN()
+#define PFL_OP_CLOCK_END(op, backward)
+#endif
+
 const char *const pfl_model_names =
     "cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn, resnet18, resnet18-cifar, alexnet, fasttext[:VOCAB[:DIM]]";
 
@@ -656,6 +663,7 @@ const float *pfl_forward(pfl_workspace *ws, const float *params, const float *x,
         float *out = ws->act[i];
         const long n = (long)B * op_out_size(op);
         const float *w = layer_tensor(m, params, op->layer, 0), *b = layer_tensor(m, params, op->layer, 1);
+        PFL_OP_CLOCK_BEGIN();
         switch (op->kind) {
         case PFL_OP_CONV2D: {
             pfl_conv_shape s = conv_shape(op, B);
@@ -690,6 +698,7 @@ const float *pfl_forward(pfl_workspace *ws, const float *params, const float *x,
             break;
         case PFL_OP_FLATTEN: break;
         }
+        PFL_OP_CLOCK_END(i, false);
     }
     return output_of(ws, m->num_ops - 1);
 }
@@ -800,11 +809,44 @@ static void op_backward(pfl_workspace *ws, int i, const float *params, float *gr
     }
 }
 
-void pfl_backward_top(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads, int first_layer) {
+/* A parametric op's backward fused with the SGD step p -= lr * g: its input
+ * gradient from the weights before the step, then its weights updated in
+ * `params`. Ops without parameters go through op_backward. */
+static void op_backward_sgd(pfl_workspace *ws, int i, float *params, float lr, float *din, const float *dout) {
     const pfl_model *m = ws->model;
-    /* Gradients wrt the data are never needed, nor below the lowest layer
-     * that learns: ops below `lowest` are not visited and get nothing. */
-    const int lowest = first_layer <= 0 ? 0 : op_of_layer(m, first_layer);
+    const pfl_op *op = &m->ops[i];
+    if (op->layer < 0) {
+        op_backward(ws, i, params, NULL, din, dout);
+        return;
+    }
+    float *w = params + m->tensors[m->layers[op->layer].first_tensor].offset;
+    float *b = m->layers[op->layer].num_tensors > 1 ? params + m->tensors[m->layers[op->layer].first_tensor + 1].offset
+                                                    : NULL;
+    const float *in = output_of(ws, op->src);
+    if (op->kind == PFL_OP_CONV2D) {
+        pfl_conv_shape s = conv_shape(op, ws->batch);
+        pfl_conv2d_backward_sgd(din, w, b, ws->scratch[i], dout, in, &s, lr);
+    } else { /* PFL_OP_LINEAR: pfl_model_sgd_fusable admits no other */
+        pfl_linear_backward_sgd(din, w, b, dout, in, ws->batch, op->in_c * op->in_h * op->in_w,
+                                op->out_c, lr);
+    }
+}
+
+bool pfl_model_sgd_fusable(const pfl_model *m) {
+    for (int i = 0; i < m->num_ops; i++) {
+        const pfl_op *op = &m->ops[i];
+        if (op->layer >= 0 && op->kind != PFL_OP_CONV2D && op->kind != PFL_OP_LINEAR) return false;
+        if (op->kind == PFL_OP_LINEAR && m->layers[op->layer].num_tensors < 2) return false;
+    }
+    return true;
+}
+
+/* The backward pass from the loss down to op `lowest`: into `grads` (which
+ * accumulate), or, with grads NULL, fused with the SGD step of rate lr on
+ * `update` (the same vector as params). */
+static void backward_ops(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads, int lowest,
+                         float *update, float lr) {
+    const pfl_model *m = ws->model;
     const int B = ws->batch;
     const int last = m->num_ops - 1;
     float *dlogits = grad_of(ws, last) ? grad_of(ws, last) : ws->dlogits;
@@ -820,7 +862,10 @@ void pfl_backward_top(pfl_workspace *ws, const float *params, const uint8_t *lab
         }
         const float *dout = grad_of(ws, i) ? grad_of(ws, i) : dlogits;
         float *din = gradient_target(ws, op->src, lowest);
-        op_backward(ws, i, params, grads, din, dout);
+        PFL_OP_CLOCK_BEGIN();
+        if (grads) op_backward(ws, i, params, grads, din, dout);
+        else op_backward_sgd(ws, i, update, lr, din, dout);
+        PFL_OP_CLOCK_END(i, true);
         gradient_done(ws, op->src, din);
         if (op->kind == PFL_OP_ADD) {
             float *d2 = gradient_target(ws, op->src2, lowest);
@@ -828,6 +873,21 @@ void pfl_backward_top(pfl_workspace *ws, const float *params, const uint8_t *lab
             gradient_done(ws, op->src2, d2);
         }
     }
+}
+
+void pfl_backward_top(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads, int first_layer) {
+    /* Gradients wrt the data are never needed, nor below the lowest layer
+     * that learns: ops below `lowest` are not visited and get nothing. */
+    const int lowest = first_layer <= 0 ? 0 : op_of_layer(ws->model, first_layer);
+    backward_ops(ws, params, labels, grads, lowest, NULL, 0.0f);
+}
+
+int pfl_backward_sgd(pfl_workspace *ws, float *params, const uint8_t *labels, float lr) {
+    if (!pfl_model_sgd_fusable(ws->model))
+        return pfl_err("model %s: a layer other than Conv2d or Linear with bias cannot take a fused SGD step",
+                       ws->model->name);
+    backward_ops(ws, params, labels, NULL, 0, params, lr);
+    return 0;
 }
 
 int pfl_count_correct(const pfl_workspace *ws, const uint8_t *labels, int B) {

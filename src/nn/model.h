@@ -204,6 +204,18 @@ void pfl_backward(pfl_workspace *ws, const float *params, const uint8_t *labels,
  * ops below them are not visited (FedALA's weight learning, frozen bases). */
 void pfl_backward_top(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads, int first_layer);
 
+/* Plain SGD fused into the backward pass: after pfl_forward_loss on the same
+ * batch, updates params in place by p -= lr * g, g the gradient of the mean
+ * loss, without a gradient buffer: each layer's input gradient is taken
+ * from its weights before the step, then its weight-gradient product is
+ * added straight into the weights (alpha = -lr). The same model as
+ * pfl_backward into zeroed gradients followed by pfl_sgd_step (no momentum,
+ * no weight decay), up to float rounding. Only for models whose parametric
+ * layers are all Conv2d or Linear with bias (pfl_model_sgd_fusable); -1
+ * with a message otherwise. */
+int pfl_backward_sgd(pfl_workspace *ws, float *params, const uint8_t *labels, float lr);
+bool pfl_model_sgd_fusable(const pfl_model *m);
+
 /* fasttext: the distinct embedding rows the last forward's tokens read
  * (*rows points into the workspace); the gradient of every other row is
  * exactly zero, so plain SGD need only visit these. 0 without an embedding. */
