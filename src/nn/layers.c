@@ -122,9 +122,226 @@ static int conv_group(const pfl_conv_shape *s) {
     return g < s->B ? (int)g : (s->B > 0 ? s->B : 1);
 }
 
+/* ---- Conv2d forward by Winograd F(2x2, 5x5) ----
+ *
+ * For 5x5 kernels, stride 1, no padding, even output sizes and enough
+ * channels (the CNN's second convolution, 32 -> 64 on 12x12): each 2x2
+ * output tile is Y = A^T [ (G g G^T) * (B^T d B) ] A over its 6x6 input
+ * window d, 36 multiplies per (tile, channel pair) instead of 100. Laid out
+ * so the multiplies are 36 GEMMs, one per transformed point xi:
+ *
+ *     U[xi][OC][C]  the filters transformed (G g G^T; once per call: the
+ *                   weights change every step)
+ *     V[xi][C][T]   the input tiles transformed (B^T d B), T = B x tiles
+ *     M[xi][OC][T] = U[xi] V[xi], then Y = A^T M A plus the bias.
+ *
+ * Matrices for the points {0, 1, -1, 2, -2, inf}, from
+ * scripts/winograd_matrices.py (which derives them and checks the identity
+ * exactly):
+ *
+ *   A^T = [1  1  1  1  1  0]   G = [ 1/4    0     0    0    0 ]   B^T = [4  0 -5  0  1  0]
+ *         [0  1 -1  2 -2  1]       [-1/6 -1/6 -1/6 -1/6 -1/6 ]         [0 -4 -4  1  1  0]
+ *                                  [-1/6  1/6 -1/6  1/6 -1/6 ]         [0  4 -4 -1  1  0]
+ *                                  [1/24 1/12  1/6  1/3  2/3 ]         [0 -2 -1  2  1  0]
+ *                                  [1/24 -1/12 1/6 -1/3  2/3 ]         [0  2 -1 -2  1  0]
+ *                                  [  0    0     0    0    1 ]         [0  4  0 -5  0  1]
+ *
+ * The input and output transforms take the tiles of a tile row WINO_ROW at
+ * a time, one vector across the tiles (the filter transform WINO_LANES
+ * input channels), so the compiler vectorizes them. Samples go through in
+ * blocks of about WINO_BLOCK_TILES tiles so that V and M stay in L2. */
+
+#define WINO_LANES 8 /* input channels per filter transform */
+#define WINO_ROW 4    /* tiles of a tile row per input or output transform: one SSE vector */
+#define WINO_BLOCK_TILES 48 /* the CNN's conv2: 3 samples, V + M + U about 1 MB (measured: 16-160 within 10%) */
+#define WINO_MIN_CHANNELS 16 /* below, the GEMMs are too thin to win back the transforms */
+
+bool pfl_conv2d_winograd(const pfl_conv_shape *s) {
+    return s->K == 5 && s->stride == 1 && s->pad == 0 && s->OH % 2 == 0 && s->OW % 2 == 0 &&
+           s->C >= WINO_MIN_CHANNELS && s->OC >= WINO_MIN_CHANNELS;
+}
+
+static long wino_tiles(const pfl_conv_shape *s) { return (long)s->B * (s->OH / 2) * (s->OW / 2); }
+
+static int wino_block_samples(const pfl_conv_shape *s);
+
+/* U, then V and M of one block of samples. */
+static long wino_floats(const pfl_conv_shape *s) {
+    pfl_conv_shape blk = *s;
+    blk.B = wino_block_samples(s);
+    const long T = wino_tiles(&blk);
+    return 36 * ((long)s->OC * s->C + (long)s->C * T + (long)s->OC * T);
+}
+
+typedef double wino_lanes[WINO_LANES]; /* double: U rounded once, not at every step of G g G^T */
+
+/* out[j * out_step] = (G in)[j] for five rows of lanes in, in[k] at in + k * step. */
+static void wino_g(wino_lanes *restrict out, int out_step, const wino_lanes *restrict in, int step) {
+    const double *g0 = in[0], *g1 = in[step], *g2 = in[2 * step], *g3 = in[3 * step], *g4 = in[4 * step];
+    for (int l = 0; l < WINO_LANES; l++) {
+        const double even1 = g0[l] + g2[l] + g4[l], odd1 = g1[l] + g3[l];
+        const double even2 = g0[l] + 4.0 * g2[l] + 16.0 * g4[l], odd2 = 2.0 * g1[l] + 8.0 * g3[l];
+        out[0][l] = 0.25 * g0[l];
+        out[1 * out_step][l] = (even1 + odd1) / -6.0;
+        out[2 * out_step][l] = (even1 - odd1) / -6.0;
+        out[3 * out_step][l] = (even2 + odd2) / 24.0;
+        out[4 * out_step][l] = (even2 - odd2) / 24.0;
+        out[5 * out_step][l] = g4[l];
+    }
+}
+
+/* U[xi][oc][c] = (G w[oc][c] G^T)[xi], WINO_LANES input channels at once. */
+static void wino_filters(float *restrict U, const float *restrict w, const pfl_conv_shape *s) {
+    const int C = s->C, OC = s->OC;
+    const long plane = (long)OC * C;
+    for (int oc = 0; oc < OC; oc++)
+        for (int c0 = 0; c0 < C; c0 += WINO_LANES) {
+            const int lanes = C - c0 < WINO_LANES ? C - c0 : WINO_LANES;
+            wino_lanes g[25] = {{0}}, t[6 * 5], u[36];
+            for (int l = 0; l < lanes; l++)
+                for (int k = 0; k < 25; k++) g[k][l] = w[((long)oc * C + c0 + l) * 25 + k];
+            for (int kx = 0; kx < 5; kx++) wino_g(t + kx, 5, g + kx, 5);    /* t[i][kx] = (G g)[i][kx] */
+            for (int i = 0; i < 6; i++) wino_g(u + 6 * i, 1, t + 5 * i, 1); /* u[i][j] = (t G^T)[i][j] */
+            for (int xi = 0; xi < 36; xi++)
+                for (int l = 0; l < lanes; l++) U[xi * plane + (long)oc * C + c0 + l] = (float)u[xi][l];
+        }
+}
+
+/* One tile row's input transform, nt <= WINO_ROW tiles side by side: src is
+ * the top left of their 6-row window (tile k reads columns 2k .. 2k + 5),
+ * V the first tile's V[0][c][t], points xi `plane` floats apart. First
+ * B^T down the columns (contiguous across the row), then B across (one
+ * vector across the tiles), so both passes vectorize. */
+static void wino_input_row(float *restrict V, long plane, const float *restrict src, int W, int nt) {
+    float t[6][2 * WINO_ROW + 4];
+    const int cols = 2 * nt + 4;
+    if (nt < WINO_ROW) memset(t, 0, sizeof t); /* the fixed-length pass below reads past cols */
+    for (int x = 0; x < cols; x++) {
+        const float d0 = src[x], d1 = src[W + x], d2 = src[2 * W + x], d3 = src[3 * W + x], d4 = src[4 * W + x],
+                    d5 = src[5 * W + x];
+        t[0][x] = 4.0f * d0 - 5.0f * d2 + d4;
+        t[1][x] = -4.0f * (d1 + d2) + d3 + d4;
+        t[2][x] = 4.0f * (d1 - d2) - d3 + d4;
+        t[3][x] = 2.0f * (d3 - d1) + d4 - d2;
+        t[4][x] = 2.0f * (d1 - d3) + d4 - d2;
+        t[5][x] = 4.0f * d1 - 5.0f * d3 + d5;
+    }
+    for (int i = 0; i < 6; i++) {
+        float v[6][WINO_ROW];
+        for (int k = 0; k < WINO_ROW; k++) {
+            const float *r = t[i] + 2 * k;
+            v[0][k] = 4.0f * r[0] - 5.0f * r[2] + r[4];
+            v[1][k] = -4.0f * (r[1] + r[2]) + r[3] + r[4];
+            v[2][k] = 4.0f * (r[1] - r[2]) - r[3] + r[4];
+            v[3][k] = 2.0f * (r[3] - r[1]) + r[4] - r[2];
+            v[4][k] = 2.0f * (r[1] - r[3]) + r[4] - r[2];
+            v[5][k] = 4.0f * r[1] - 5.0f * r[3] + r[5];
+        }
+        float *restrict dst = V + 6 * i * plane;
+        if (nt == WINO_ROW) {
+            for (int j = 0; j < 6; j++)
+                for (int k = 0; k < WINO_ROW; k++) dst[j * plane + k] = v[j][k];
+        } else {
+            for (int j = 0; j < 6; j++)
+                for (int k = 0; k < nt; k++) dst[j * plane + k] = v[j][k];
+        }
+    }
+}
+
+/* V[xi][c][t] = (B^T d B)[xi], t = (n, ty, tx) over the batch. */
+static void wino_inputs(float *restrict V, const float *restrict in, const pfl_conv_shape *s) {
+    const int TX = s->OW / 2, TY = s->OH / 2, W = s->W;
+    const long T = wino_tiles(s), plane = (long)s->C * T, HW = (long)s->H * W;
+    for (int n = 0; n < s->B; n++)
+        for (int c = 0; c < s->C; c++)
+            for (int ty = 0; ty < TY; ty++)
+                for (int tx = 0; tx < TX; tx += WINO_ROW) {
+                    const int nt = TX - tx < WINO_ROW ? TX - tx : WINO_ROW;
+                    const long t = ((long)n * TY + ty) * TX + tx;
+                    wino_input_row(V + c * T + t, plane, in + ((long)n * s->C + c) * HW + 2L * ty * W + 2 * tx, W, nt);
+                }
+}
+
+/* One tile row's output transform (nt <= WINO_ROW tiles): Y = A^T m A plus
+ * the bias into dst (the first tile's top left output), m from M (the first
+ * tile's M[0][oc][t], points `plane` floats apart). */
+static inline void wino_output_row_n(float *restrict dst, int OW, const float *restrict M, long plane, int nt,
+                                     float bias) {
+    float u[6][2][WINO_ROW]; /* u = m A */
+    for (int i = 0; i < 6; i++) {
+        const float *m = M + 6 * i * plane;
+        for (int k = 0; k < nt; k++) {
+            const float m0 = m[k], m1 = m[plane + k], m2 = m[2 * plane + k], m3 = m[3 * plane + k],
+                        m4 = m[4 * plane + k], m5 = m[5 * plane + k];
+            u[i][0][k] = m0 + m1 + m2 + m3 + m4;
+            u[i][1][k] = m1 - m2 + 2.0f * (m3 - m4) + m5;
+        }
+    }
+    float y[2][2][WINO_ROW]; /* y = A^T u, rows by columns by tiles */
+    for (int j = 0; j < 2; j++)
+        for (int k = 0; k < nt; k++) {
+            y[0][j][k] = u[0][j][k] + u[1][j][k] + u[2][j][k] + u[3][j][k] + u[4][j][k] + bias;
+            y[1][j][k] = u[1][j][k] - u[2][j][k] + 2.0f * (u[3][j][k] - u[4][j][k]) + u[5][j][k] + bias;
+        }
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < nt; k++) dst[i * OW + 2 * k] = y[i][0][k], dst[i * OW + 2 * k + 1] = y[i][1][k];
+}
+
+/* nt == WINO_ROW, the common case, inlined with a constant count so that
+ * every loop above is one vector. */
+static void wino_output_row(float *restrict dst, int OW, const float *restrict M, long plane, int nt, float bias) {
+    if (nt == WINO_ROW) wino_output_row_n(dst, OW, M, plane, WINO_ROW, bias);
+    else wino_output_row_n(dst, OW, M, plane, nt, bias);
+}
+
+/* out = A^T M A + bias. */
+static void wino_outputs(float *restrict out, const float *restrict M, const float *b, const pfl_conv_shape *s) {
+    const int TX = s->OW / 2, TY = s->OH / 2, OW = s->OW;
+    const long T = wino_tiles(s), plane = (long)s->OC * T, out_hw = (long)s->OH * OW;
+    for (int oc = 0; oc < s->OC; oc++) {
+        const float bias = b ? b[oc] : 0.0f;
+        for (int n = 0; n < s->B; n++)
+            for (int ty = 0; ty < TY; ty++)
+                for (int tx = 0; tx < TX; tx += WINO_ROW) {
+                    const int nt = TX - tx < WINO_ROW ? TX - tx : WINO_ROW;
+                    const long t = ((long)n * TY + ty) * TX + tx;
+                    wino_output_row(out + ((long)n * s->OC + oc) * out_hw + 2L * ty * OW + 2 * tx, OW,
+                                    M + (long)oc * T + t, plane, nt, bias);
+                }
+    }
+}
+
+/* Samples per block: blocks of about WINO_BLOCK_TILES tiles keep V and M
+ * (with U) inside a core's L2; the whole batch's would go out to L3. */
+static int wino_block_samples(const pfl_conv_shape *s) {
+    const int per_sample = (s->OH / 2) * (s->OW / 2), nb = WINO_BLOCK_TILES / per_sample;
+    return nb < 1 ? 1 : nb < s->B ? nb : s->B;
+}
+
+static void conv_forward_winograd(float *out, float *scratch, const float *in, const float *w, const float *b,
+                                  const pfl_conv_shape *s) {
+    float *U = scratch, *V = U + 36L * s->OC * s->C;
+    wino_filters(U, w, s);
+    const int nb = wino_block_samples(s);
+    for (int n0 = 0; n0 < s->B; n0 += nb) {
+        pfl_conv_shape blk = *s;
+        blk.B = s->B - n0 < nb ? s->B - n0 : nb;
+        const long T = wino_tiles(&blk);
+        float *M = V + 36L * s->C * T;
+        wino_inputs(V, in + (long)n0 * s->C * s->H * s->W, &blk);
+        for (int xi = 0; xi < 36; xi++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->OC, (int)T, s->C, 1.0f,
+                        U + xi * (long)s->OC * s->C, s->C, V + xi * (long)s->C * T, (int)T, 0.0f,
+                        M + xi * (long)s->OC * T, (int)T);
+        wino_outputs(out + (long)n0 * s->OC * s->OH * s->OW, M, b, &blk);
+    }
+}
+
 long pfl_conv2d_col_floats(const pfl_conv_shape *s) {
     const long P = (long)s->OH * s->OW, g = conv_group(s);
-    return (long)s->C * s->K * s->K * P * g + (g > 1 ? (long)s->OC * P * g : 0);
+    const long unfold = (long)s->C * s->K * s->K * P * g + (g > 1 ? (long)s->OC * P * g : 0);
+    /* the backward unfolds in the same buffer */
+    return pfl_conv2d_winograd(s) && wino_floats(s) > unfold ? wino_floats(s) : unfold;
 }
 
 /* The output columns ox whose input column ox*stride - pad + kx lies inside
@@ -233,6 +450,12 @@ static void conv_forward_group(float *out, float *col, const float *in, const fl
 
 void pfl_conv2d_forward(float *out, float *col, const float *in, const float *w, const float *b,
                         const pfl_conv_shape *s) {
+    if (pfl_conv2d_winograd(s)) conv_forward_winograd(out, col, in, w, b, s);
+    else pfl_conv2d_forward_unfolded(out, col, in, w, b, s);
+}
+
+void pfl_conv2d_forward_unfolded(float *out, float *col, const float *in, const float *w, const float *b,
+                                 const pfl_conv_shape *s) {
     const long P = (long)s->OH * s->OW, in_size = (long)s->C * s->H * s->W;
     const int CKK = s->C * s->K * s->K, g = conv_group(s);
     if (g > 1) {
