@@ -45,7 +45,8 @@ typedef struct {
 
 /* Floats of scratch the convolution needs for s->B samples: one sample's
  * unfolded input (C*K*K rows by OH*OW columns), or, for outputs smaller
- * than 64 positions, a group of samples' and their outputs (layers.c). */
+ * than 64 positions, a group of samples' and their outputs (layers.c); for
+ * the Winograd forward (below), its transformed filters and tiles when larger. */
 long pfl_conv2d_col_floats(const pfl_conv_shape *s);
 
 /* Per sample, one GEMM w[OC][CKK] * col[CKK][OH*OW]. The backward needs the
