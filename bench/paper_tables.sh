@@ -9,11 +9,11 @@
 #   TABLE: flayer-cifar10 fedalp-mnist fedalp-fmnist fedalp-beta-mnist
 #          pfedcfr-mnist pfedcfr-fmnist pfedcfr-cifar10
 #          tsdp-cifar10-pat2 tsdp-cifar10-iid tsdp-cifar10-dir0.5 tsdp-cifar10-dir0.2
-#   (default: all, in this order). Env TSDP_ROUNDS (default 5): rounds of the
+#   (default: all, in this order). Env TSDP_ROUNDS (default 3): rounds of the
 #   FedTSDP tables (the paper: 200).
 # Cost on 2 cores (alone): flayer-cifar10 about 1.5 h (20 rounds; FedRep and Ditto
 # each cost three FedAvg rounds a round), each fedalp table about 15 min, the
-# pFedCFR tables minutes each, each FedTSDP table about 20 min at 5 rounds.
+# pFedCFR tables minutes each, each FedTSDP table about 10 min at 3 rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 C=bench/compare.sh
@@ -21,7 +21,7 @@ ALP="--model mlp --partition onelabel --clients 100 --rounds 20 --epochs 20 --ba
 ALPM="fedavg, fedalp=fedalp --beta 0.6, fedavg-iid=fedavg --partition iid"
 CFR="--partition cfr --clients 20 --rounds 100 --local-steps 10 --lr 0.005 --eval-every 10 --threads 2"
 CFRM="fedavg fedprox ditto, pfedme=pfedme --pfedme-lr 0.005, fedamp"
-TSDP="--data cifar10 --model tsdp-cnn --clients 20 --rounds ${TSDP_ROUNDS:-5} --epochs 2 --batch 50 --lr 0.05 --momentum 0.5 --lr-decay 0.95 --train-fraction 0.8 --public test --eval-every 1 --threads 2"
+TSDP="--data cifar10 --model tsdp-cnn --clients 20 --rounds ${TSDP_ROUNDS:-3} --epochs 2 --batch 50 --lr 0.05 --momentum 0.5 --lr-decay 0.95 --train-fraction 0.8 --public test --eval-every 1 --threads 2"
 
 table() {
     case "$1" in
