@@ -35,4 +35,18 @@ static inline void check_grad(const char *what, const float *num, const float *a
           (double)ana[worst_i], rel);
 }
 
+/* Central differences of loss(ctx) in each of the n floats at x (step 1e-2,
+ * divided by the step as float rounding actually made it). */
+static inline void fd_gradient(float *num, float *x, long n, double (*loss)(void *), void *ctx) {
+    for (long i = 0; i < n; i++) {
+        const float save = x[i];
+        x[i] = save + 1e-2f;
+        const double lp = loss(ctx);
+        x[i] = save - 1e-2f;
+        const double lm = loss(ctx);
+        x[i] = save;
+        num[i] = (float)((lp - lm) / (((double)save + 1e-2f) - ((double)save - 1e-2f)));
+    }
+}
+
 #endif

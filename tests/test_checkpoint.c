@@ -222,12 +222,7 @@ static int stop_at(pfl_fl *fl, void *ctx) {
     return fl->round == STOP ? 1 : 0;
 }
 
-typedef struct {
-    pfl_model m;
-    pfl_dataset d;
-    pfl_partition part;
-    pfl_fl fl;
-} fed;
+typedef tiny_fed fed; /* the fields tiny.h's federation has; built here with other data */
 
 /* Conv-BN-ReLU-AvgPool-Linear on the 1x4x4 images: a model vector with
  * running statistics (8 floats) after its parameters. */

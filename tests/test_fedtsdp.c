@@ -96,12 +96,7 @@ static void test_holdout(void) {
 }
 
 /* A tiny federation of 4 clients (two label groups) with 24 public samples after them. */
-typedef struct {
-    pfl_model m;
-    pfl_dataset d;
-    pfl_partition part;
-    pfl_fl fl;
-} fed;
+typedef tiny_fed fed; /* the fields tiny.h's federation has; built here with other data */
 
 enum { PUB = 24 };
 

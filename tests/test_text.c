@@ -29,7 +29,7 @@
 
 #include "algos/algos.h"
 #include "check.h"
-#include "fd_check.h" /* FD_TOL, check_grad */
+#include "fd_check.h" /* FD_TOL, check_grad, fd_gradient */
 #include "data/data.h"
 #include "fl/fl.h"
 #include "nn/layers.h"
@@ -119,15 +119,7 @@ static void test_embed_layer(int pad) {
     CHECK(worst <= 1e-6, "embedding mean forward off by %.3e", worst);
     memset(dtable, 0, sizeof dtable);
     pfl_embed_mean_backward(dtable, r, ids, B, L, V, D, pad);
-    for (int i = 0; i < V * D; i++) {
-        const float save = table[i];
-        table[i] = save + 1e-2f;
-        double lp = embed_loss(&c);
-        table[i] = save - 1e-2f;
-        double lm = embed_loss(&c);
-        table[i] = save;
-        num[i] = (float)((lp - lm) / (((double)save + 1e-2f) - ((double)save - 1e-2f)));
-    }
+    fd_gradient(num, table, V * D, embed_loss, &c);
     if (pad == 0) /* FD sees the padding row (skipped by the forward) as constant, as the backward must */
         check_grad("embedding table (padding_idx 0)", num, dtable, V * D);
     else
@@ -250,15 +242,7 @@ static void test_fasttext_fd(void) {
     model_ctx c = {ws, p, x, y, B};
     model_loss(&c);
     pfl_backward(ws, p, y, g);
-    for (size_t i = 0; i < m.num_params; i++) {
-        const float save = p[i];
-        p[i] = save + 1e-2f;
-        double lp = model_loss(&c);
-        p[i] = save - 1e-2f;
-        double lm = model_loss(&c);
-        p[i] = save;
-        num[i] = (float)((lp - lm) / (((double)save + 1e-2f) - ((double)save - 1e-2f)));
-    }
+    fd_gradient(num, p, (long)m.num_params, model_loss, &c);
     for (int t = 0; t < m.num_tensors; t++) {
         const pfl_tensor *tt = &m.tensors[t];
         /* the padding row is constant in the forward (skipped); FD agrees on 0 */
