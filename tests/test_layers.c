@@ -189,6 +189,51 @@ static void test_linear(int B, int in_dim, int out_dim, uint64_t seed) {
     free(c.in), free(c.w), free(c.b), free(c.out), free(c.r);
 }
 
+/* A shape where the layer runs as slices of output rows (layers.c: GEMMs
+ * under OpenBLAS's small-matrix bound; here 96 rows, the last slice 24):
+ * forward, the small-batch forward, backward and the fused SGD step
+ * against double references. */
+static void test_linear_slices(int B, int in_dim, int out_dim, uint64_t seed) {
+    printf("linear in slices B=%d %d->%d\n", B, in_dim, out_dim);
+    pfl_rng r = test_rng(seed);
+    const long nx = (long)B * in_dim, nw = (long)out_dim * in_dim, ny = (long)B * out_dim;
+    float *in = falloc(nx), *w = falloc(nw), *b = falloc(out_dim), *out = falloc(ny), *dout = falloc(ny);
+    float *scratch = falloc(ny), *din = falloc(nx), *dw = falloc(nw), *db = falloc(out_dim);
+    double *ref_y = malloc(sizeof(double) * (size_t)ny), *ref_dx = calloc((size_t)nx, sizeof(double)),
+           *ref_dw = calloc((size_t)nw, sizeof(double)), *ref_w = malloc(sizeof(double) * (size_t)nw);
+    fill_uniform(in, nx, -1, 1, &r);
+    fill_uniform(w, nw, -0.05f, 0.05f, &r);
+    fill_uniform(b, out_dim, -1, 1, &r);
+    fill_uniform(dout, ny, -1, 1, &r);
+    for (int n = 0; n < B; n++)
+        for (int o = 0; o < out_dim; o++) {
+            double y = b[o];
+            const double g = dout[(long)n * out_dim + o];
+            for (int i = 0; i < in_dim; i++) {
+                const long k = (long)o * in_dim + i, x = (long)n * in_dim + i;
+                y += (double)in[x] * w[k];
+                ref_dx[x] += g * w[k];
+                ref_dw[k] += g * in[x];
+            }
+            ref_y[(long)n * out_dim + o] = y;
+        }
+    pfl_linear_forward(out, in, w, b, B, in_dim, out_dim);
+    check_values("linear slices forward", out, ref_y, ny, 1e-5);
+    pfl_linear_forward_small(out, scratch, in, w, b, B, in_dim, out_dim);
+    check_values("linear slices forward (small batch)", out, ref_y, ny, 1e-5);
+    pfl_linear_backward(din, dw, db, dout, in, w, B, in_dim, out_dim);
+    check_values("linear slices din", din, ref_dx, nx, 1e-5);
+    check_values("linear slices dw", dw, ref_dw, nw, 1e-5);
+    const float lr = 0.1f;
+    for (long k = 0; k < nw; k++) ref_w[k] = w[k] - lr * ref_dw[k];
+    memset(din, 0, sizeof(float) * (size_t)nx);
+    pfl_linear_backward_sgd(din, w, b, dout, in, B, in_dim, out_dim, lr);
+    check_values("linear slices fused SGD din", din, ref_dx, nx, 1e-5);
+    check_values("linear slices fused SGD weights", w, ref_w, nw, 1e-5);
+    free(in), free(w), free(b), free(out), free(dout), free(scratch), free(din), free(dw), free(db);
+    free(ref_y), free(ref_dx), free(ref_dw), free(ref_w);
+}
+
 /* ---- conv2d ---- */
 
 typedef struct {
@@ -292,11 +337,11 @@ static void test_conv(int B, int C, int H, int W, int OC, int K, int stride, int
 /* The Winograd forward (5x5, stride 1, no padding, even outputs, >= 16
  * channels) against the unfolded forward and the double reference, on
  * uniform(-1, 1) data. Winograd's float32 error grows with the transforms'
- * constants (B^T's 4 and 5, G's 16/24): measured max|diff| / max|ref| was
- * 3.3e-6, 1.9e-6 and 2.3e-6 on the three shapes below, against 1.9e-7 to
- * 5.4e-7 for the unfolded path. The tolerance stays 1e-5, that of every
- * conv forward test above (about 3x margin); one wrong matrix entry gives
- * errors of order 1e-1. */
+ * constants (B^T's up to 5, G's 16/15): measured max|diff| / max|ref| was
+ * 1.3e-6, 8.9e-7 and 6.5e-7 on the three shapes below (3.3e-6, 1.9e-6 and
+ * 2.3e-6 with the textbook points +-2), against 1.9e-7 to 5.4e-7 for the
+ * unfolded path. The tolerance stays 1e-5, that of every conv forward test
+ * above; one wrong matrix entry gives errors of order 1e-1. */
 static void test_conv_winograd(int B, int C, int H, int W, int OC, bool bias, uint64_t seed) {
     pfl_conv_shape s = {B, C, H, W, OC, 5, 1, 0, H - 4, W - 4};
     char what[128];
@@ -324,6 +369,88 @@ static void test_conv_winograd(int B, int C, int H, int W, int OC, bool bias, ui
     printf("  max|diff|/max|ref|: winograd %.2e, unfolded %.2e\n", err_wino / scale, err_unf / scale);
     check_values(what, wino, ref, ny, 1e-5);
     free(in), free(w), free(b), free(col), free(wino), free(unfolded), free(ref);
+}
+
+/* The backward of a stride-1 unpadded convolution in double: din and dw
+ * (no bias) for the output gradient dout. */
+static void conv_backward_reference(double *din, double *dw, const float *dout, const float *in, const float *w,
+                                    const pfl_conv_shape *s) {
+    const int C = s->C, H = s->H, W = s->W, K = s->K, OC = s->OC;
+    memset(din, 0, sizeof(double) * (size_t)s->B * C * H * W);
+    memset(dw, 0, sizeof(double) * (size_t)OC * C * K * K);
+    for (int n = 0; n < s->B; n++)
+        for (int oc = 0; oc < OC; oc++)
+            for (int oy = 0; oy < s->OH; oy++)
+                for (int ox = 0; ox < s->OW; ox++) {
+                    const double g = dout[(((long)n * OC + oc) * s->OH + oy) * s->OW + ox];
+                    for (int ch = 0; ch < C; ch++)
+                        for (int ky = 0; ky < K; ky++)
+                            for (int kx = 0; kx < K; kx++) {
+                                const long i = (((long)n * C + ch) * H + oy + ky) * W + ox + kx,
+                                           k = ((long)(oc * C + ch) * K + ky) * K + kx;
+                                din[i] += g * w[k];
+                                dw[k] += g * in[i];
+                            }
+                }
+}
+
+/* The Winograd backward (the forward's adjoint, layers.c) against the
+ * double reference and the unfolded backward, then fused with SGD against
+ * the same step taken by hand. Measured max|diff| / max|ref| on the shapes
+ * below: din 7e-7 to 1.3e-6, dw 6e-7 to 1.3e-6 (unfolded: 1e-7 to 3e-7);
+ * the tolerance is the forward's 1e-5. */
+static void test_conv_winograd_backward(int B, int C, int H, int W, int OC, uint64_t seed) {
+    pfl_conv_shape s = {B, C, H, W, OC, 5, 1, 0, H - 4, W - 4};
+    char what[128];
+    snprintf(what, sizeof what, "winograd conv backward B=%d %dx%dx%d->%d k5", B, C, H, W, OC);
+    printf("%s\n", what);
+    pfl_rng r = test_rng(seed);
+    const long nx = (long)B * C * H * W, nw = (long)OC * C * 25, ny = (long)B * OC * s.OH * s.OW;
+    float *in = falloc(nx), *w = falloc(nw), *dout = falloc(ny), *out = falloc(ny);
+    float *col = falloc(pfl_conv2d_col_floats(&s)), *din = falloc(nx), *dw = falloc(nw), *din_u = falloc(nx),
+          *dw_u = falloc(nw), *db = falloc(OC), *wstep = falloc(nw), *bstep = falloc(OC), *din_sgd = falloc(nx);
+    double *din_ref = malloc(sizeof(double) * (size_t)nx), *dw_ref = malloc(sizeof(double) * (size_t)nw);
+    fill_uniform(in, nx, 0, 1, &r); /* post-ReLU, as the CNN's */
+    fill_uniform(w, nw, -0.1f, 0.1f, &r);
+    fill_uniform(dout, ny, -1e-3f, 1e-3f, &r);
+    conv_backward_reference(din_ref, dw_ref, dout, in, w, &s);
+    pfl_conv2d_forward(out, col, in, w, NULL, &s);
+    pfl_conv2d_backward(din, dw, NULL, col, dout, in, w, &s);
+    pfl_conv2d_backward_unfolded(din_u, dw_u, NULL, col, dout, in, w, &s);
+    double scale_x = 0, scale_w = 0, ex = 0, ew = 0, ex_u = 0, ew_u = 0;
+    for (long i = 0; i < nx; i++) {
+        scale_x = fmax(scale_x, fabs(din_ref[i]));
+        ex = fmax(ex, fabs(din[i] - din_ref[i])), ex_u = fmax(ex_u, fabs(din_u[i] - din_ref[i]));
+    }
+    for (long i = 0; i < nw; i++) {
+        scale_w = fmax(scale_w, fabs(dw_ref[i]));
+        ew = fmax(ew, fabs(dw[i] - dw_ref[i])), ew_u = fmax(ew_u, fabs(dw_u[i] - dw_ref[i]));
+    }
+    printf("  max|diff|/max|ref|: din winograd %.2e unfolded %.2e, dw winograd %.2e unfolded %.2e\n", ex / scale_x,
+           ex_u / scale_x, ew / scale_w, ew_u / scale_w);
+    check_values("winograd din", din, din_ref, nx, 1e-5);
+    check_values("winograd dw", dw, dw_ref, nw, 1e-5);
+
+    /* fused: din from the weights before the step, w -= lr dw, b -= lr db */
+    const float lr = 0.5f;
+    fill_uniform(bstep, OC, -1, 1, &r);
+    memcpy(wstep, w, sizeof(float) * (size_t)nw);
+    memset(db, 0, sizeof(float) * (size_t)OC);
+    memset(dw, 0, sizeof(float) * (size_t)nw); /* the backward accumulates */
+    pfl_conv2d_backward(NULL, dw, db, col, dout, in, w, &s);
+    float *b_expect = falloc(OC);
+    for (int i = 0; i < OC; i++) b_expect[i] = bstep[i] - lr * db[i];
+    pfl_conv2d_forward(out, col, in, wstep, bstep, &s);
+    pfl_conv2d_backward_sgd(din_sgd, wstep, bstep, col, dout, in, &s, lr);
+    double dx = 0, dwd = 0, dbd = 0;
+    for (long i = 0; i < nx; i++) dx = fmax(dx, fabs(din_sgd[i] - din[i]));
+    for (long i = 0; i < nw; i++) dwd = fmax(dwd, fabs(wstep[i] - (w[i] - lr * dw[i])));
+    for (int i = 0; i < OC; i++) dbd = fmax(dbd, fabs(bstep[i] - b_expect[i]));
+    CHECK(dx == 0.0, "%s: fused SGD din differs from the separate backward's by %.3e", what, dx);
+    CHECK(dwd <= 1e-7 * max_abs(w, nw), "%s: fused SGD weights off the separate step by %.3e", what, dwd);
+    CHECK(dbd == 0.0, "%s: fused SGD bias differs by %.3e", what, dbd);
+    free(in), free(w), free(dout), free(out), free(col), free(din), free(dw), free(din_u), free(dw_u), free(db);
+    free(wstep), free(bstep), free(din_sgd), free(din_ref), free(dw_ref), free(b_expect);
 }
 
 /* ---- max pooling ---- */
@@ -1390,6 +1517,7 @@ int main(void) {
     test_linear(3, 7, 5, 1);
     test_linear(1, 1, 1, 2);
     test_linear(4, 33, 17, 3);
+    test_linear_slices(10, 1024, 600, 4);
 
     /* geometries: padding 0/1/2, stride 1/2/3, non-square, several samples,
      * even kernel, a 1x1 output, a floor-mode remainder */
@@ -1404,6 +1532,8 @@ int main(void) {
     test_conv_winograd(10, 32, 12, 12, 64, true, 19); /* the cnn's second layer */
     test_conv_winograd(2, 17, 10, 14, 19, false, 20); /* 30 tiles and 17 channels: partial lanes */
     test_conv_winograd(1, 16, 6, 6, 16, true, 21);    /* one tile */
+    test_conv_winograd_backward(10, 32, 12, 12, 64, 22); /* the cnn's second layer: 4 blocks of samples */
+    test_conv_winograd_backward(2, 17, 10, 14, 19, 23);  /* partial lanes and tile rows */
 
     test_maxpool(2, 3, 8, 6, 2, 2, 21);
     test_maxpool(2, 2, 7, 9, 2, 2, 22); /* odd sizes: last row and column dropped */

@@ -12,45 +12,80 @@ static void axpy(float *y, float alpha, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += alpha * x[i];
 }
 
+/* Output rows per GEMM. OpenBLAS (0.3.17 and later on x86-64) runs a GEMM
+ * of at most about 1e6 multiply-adds (M*N*K) through its small-matrix
+ * kernels, which read the operands where they lie; above that it packs
+ * both, copying the whole weight matrix on every call. With few samples
+ * (PFLlib's batch 10) that copy is most of the work, so the layer runs as
+ * slices of output rows under the bound: on the cnn's fc1 (batch 10,
+ * 1024 -> 512) the forward, input gradient and SGD update together went
+ * from 1020 to 390 us in 96-row slices (measured on this project's
+ * machine). With more samples the slices would get thin and lose (batch
+ * 50: no gain), so under 32 rows the layer stays one GEMM. */
+#define LINEAR_SMALL_GEMM 1000000L
+#define LINEAR_MIN_SLICE 32
+
+static int linear_slice(int B, int in_dim, int out_dim) {
+    const long rows = LINEAR_SMALL_GEMM / ((long)(B > 0 ? B : 1) * (in_dim > 0 ? in_dim : 1)) / 16 * 16;
+    return rows >= LINEAR_MIN_SLICE && rows < out_dim ? (int)rows : out_dim;
+}
+
+static int slice_rows(int o0, int slice, int out_dim) { return out_dim - o0 < slice ? out_dim - o0 : slice; }
+
 void pfl_linear_forward(float *out, const float *in, const float *w, const float *b, int B, int in_dim, int out_dim) {
     for (int n = 0; n < B; n++) memcpy(out + (long)n * out_dim, b, sizeof(float) * (size_t)out_dim);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out_dim, in_dim, 1.0f, in, in_dim, w, in_dim, 1.0f, out,
-                out_dim);
+    const int slice = linear_slice(B, in_dim, out_dim);
+    for (int o0 = 0; o0 < out_dim; o0 += slice)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, slice_rows(o0, slice, out_dim), in_dim, 1.0f, in,
+                    in_dim, w + (long)o0 * in_dim, in_dim, 1.0f, out + o0, out_dim);
 }
 
 void pfl_linear_forward_small(float *out, float *scratch, const float *in, const float *w, const float *b, int B,
                               int in_dim, int out_dim) {
     /* scratch[O][B] = w[O][I] * in^T: with few samples OpenBLAS packs the
-     * small `in` instead of the large weight matrix, about twice as fast. */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, out_dim, B, in_dim, 1.0f, w, in_dim, in, in_dim, 0.0f, scratch,
-                B);
+     * small `in` instead of the large weight matrix, about twice as fast
+     * when the GEMM is large enough to be packed at all (see above). */
+    const int slice = linear_slice(B, in_dim, out_dim);
+    for (int o0 = 0; o0 < out_dim; o0 += slice)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, slice_rows(o0, slice, out_dim), B, in_dim, 1.0f,
+                    w + (long)o0 * in_dim, in_dim, in, in_dim, 0.0f, scratch + (long)o0 * B, B);
     for (int n = 0; n < B; n++)
         for (int o = 0; o < out_dim; o++) out[(long)n * out_dim + o] = scratch[(long)o * B + n] + b[o];
+}
+
+/* din = dout * w, slice by slice of w's rows (the inner dimension). */
+static void linear_input_grad(float *din, const float *dout, const float *w, int B, int in_dim, int out_dim) {
+    const int slice = linear_slice(B, in_dim, out_dim);
+    for (int o0 = 0; o0 < out_dim; o0 += slice)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, in_dim, slice_rows(o0, slice, out_dim), 1.0f,
+                    dout + o0, out_dim, w + (long)o0 * in_dim, in_dim, o0 == 0 ? 0.0f : 1.0f, din, in_dim);
+}
+
+/* dw += alpha * dout^T * in, slice by slice of dw's rows. */
+static void linear_weight_grad(float *dw, float alpha, const float *dout, const float *in, int B, int in_dim,
+                               int out_dim) {
+    const int slice = linear_slice(B, in_dim, out_dim);
+    for (int o0 = 0; o0 < out_dim; o0 += slice)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, slice_rows(o0, slice, out_dim), in_dim, B, alpha,
+                    dout + o0, out_dim, in, in_dim, 1.0f, dw + (long)o0 * in_dim, in_dim);
 }
 
 void pfl_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                          int B, int in_dim, int out_dim) {
     for (int n = 0; n < B; n++) axpy(db, 1.0f, dout + (long)n * out_dim, out_dim);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_dim, in_dim, B, 1.0f, dout, out_dim, in, in_dim, 1.0f, dw,
-                in_dim);
-    if (din)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, in_dim, out_dim, 1.0f, dout, out_dim, w, in_dim, 0.0f,
-                    din, in_dim);
+    linear_weight_grad(dw, 1.0f, dout, in, B, in_dim, out_dim);
+    if (din) linear_input_grad(din, dout, w, B, in_dim, out_dim);
 }
 
 void pfl_linear_backward_sgd(float *din, float *w, float *b, const float *dout, const float *in, int B, int in_dim,
                              int out_dim, float lr) {
-    if (din) /* from the weights before the step */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, in_dim, out_dim, 1.0f, dout, out_dim, w, in_dim, 0.0f,
-                    din, in_dim);
+    if (din) linear_input_grad(din, dout, w, B, in_dim, out_dim); /* from the weights before the step */
     for (int o = 0; o < out_dim; o++) { /* the bias gradient summed as pfl_linear_backward does */
         float g = 0.0f;
         for (int n = 0; n < B; n++) g += dout[(long)n * out_dim + o];
         b[o] -= lr * g;
     }
-    /* w += -lr * dout^T * in: the weight-gradient GEMM straight into w */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_dim, in_dim, B, -lr, dout, out_dim, in, in_dim, 1.0f, w,
-                in_dim);
+    linear_weight_grad(w, -lr, dout, in, B, in_dim, out_dim); /* the weight-gradient GEMM straight into w */
 }
 
 /* ---- Embedding, mean over tokens ---- */
@@ -135,16 +170,17 @@ static int conv_group(const pfl_conv_shape *s) {
  *     V[xi][C][T]   the input tiles transformed (B^T d B), T = B x tiles
  *     M[xi][OC][T] = U[xi] V[xi], then Y = A^T M A plus the bias.
  *
- * Matrices for the points {0, 1, -1, 2, -2, inf}, from
+ * Matrices for the points {0, 1, -1, 1/2, -2, inf} (not the textbook
+ * +-2: 2-3x less float32 error, see the script), from
  * scripts/winograd_matrices.py (which derives them and checks the identity
  * exactly):
  *
- *   A^T = [1  1  1  1  1  0]   G = [ 1/4    0     0    0    0 ]   B^T = [4  0 -5  0  1  0]
- *         [0  1 -1  2 -2  1]       [-1/6 -1/6 -1/6 -1/6 -1/6 ]         [0 -4 -4  1  1  0]
- *                                  [-1/6  1/6 -1/6  1/6 -1/6 ]         [0  4 -4 -1  1  0]
- *                                  [1/24 1/12  1/6  1/3  2/3 ]         [0 -2 -1  2  1  0]
- *                                  [1/24 -1/12 1/6 -1/3  2/3 ]         [0  2 -1 -2  1  0]
- *                                  [  0    0     0    0    1 ]         [0  4  0 -5  0  1]
+ *   A^T = [1  1  1  1   1  0]   G = [  1/2     0     0     0     0 ]   B^T = [2 -3 -4  3  2  0]
+ *         [0  1 -1 1/2 -2  1]       [  1/6   1/6   1/6   1/6   1/6 ]         [0 -2  1  5  2  0]
+ *                                   [ -1/6   1/6  -1/6   1/6  -1/6 ]         [0  2 -5  1  2  0]
+ *                                   [-16/15 -8/15 -4/15 -2/15 -1/15]         [0 -2 -1  2  1  0]
+ *                                   [ 1/30 -1/15  2/15 -4/15  8/15 ]         [0  1 -2 -1  2  0]
+ *                                   [   0     0     0     0    1/2 ]         [0  2 -3 -4  3  2]
  *
  * The input and output transforms take the tiles of a tile row WINO_ROW at
  * a time, one vector across the tiles (the filter transform WINO_LANES
@@ -163,14 +199,24 @@ bool pfl_conv2d_winograd(const pfl_conv_shape *s) {
 
 static long wino_tiles(const pfl_conv_shape *s) { return (long)s->B * (s->OH / 2) * (s->OW / 2); }
 
+/* Floats from one point xi's matrix to the next, for matrices of n floats:
+ * n rounded up to 4 KiB, plus one cache line. The transforms write (or
+ * read) the 36 points of a tile at once; unpadded, matrices of a multiple
+ * of 4 KiB (U's 64 x 32, V's 32 x 48) put all 36 in one L1 set, 8 ways
+ * deep, and every access missed (measured: the output-gradient transform
+ * took as long as the GEMMs). Padded, they fall in 36 different sets. */
+static long wino_stride(long n) { return (n + 1023) / 1024 * 1024 + 16; }
+
 static int wino_block_samples(const pfl_conv_shape *s);
 
-/* U, then V and M of one block of samples. */
+/* Tiles in a (full) block of samples. */
+static long wino_block_tiles(const pfl_conv_shape *s) { return (long)wino_block_samples(s) * (s->OH / 2) * (s->OW / 2); }
+
+/* U, dU (the backward's), then V and M of one block of samples. */
 static long wino_floats(const pfl_conv_shape *s) {
-    pfl_conv_shape blk = *s;
-    blk.B = wino_block_samples(s);
-    const long T = wino_tiles(&blk);
-    return 36 * ((long)s->OC * s->C + (long)s->C * T + (long)s->OC * T);
+    const long T = wino_block_tiles(s);
+    /* U and dU (the backward's), V, M */
+    return 36 * (2 * wino_stride((long)s->OC * s->C) + wino_stride((long)s->C * T) + wino_stride((long)s->OC * T));
 }
 
 typedef double wino_lanes[WINO_LANES]; /* double: U rounded once, not at every step of G g G^T */
@@ -179,21 +225,20 @@ typedef double wino_lanes[WINO_LANES]; /* double: U rounded once, not at every s
 static void wino_g(wino_lanes *restrict out, int out_step, const wino_lanes *restrict in, int step) {
     const double *g0 = in[0], *g1 = in[step], *g2 = in[2 * step], *g3 = in[3 * step], *g4 = in[4 * step];
     for (int l = 0; l < WINO_LANES; l++) {
-        const double even1 = g0[l] + g2[l] + g4[l], odd1 = g1[l] + g3[l];
-        const double even2 = g0[l] + 4.0 * g2[l] + 16.0 * g4[l], odd2 = 2.0 * g1[l] + 8.0 * g3[l];
-        out[0][l] = 0.25 * g0[l];
-        out[1 * out_step][l] = (even1 + odd1) / -6.0;
-        out[2 * out_step][l] = (even1 - odd1) / -6.0;
-        out[3 * out_step][l] = (even2 + odd2) / 24.0;
-        out[4 * out_step][l] = (even2 - odd2) / 24.0;
-        out[5 * out_step][l] = g4[l];
+        const double even = g0[l] + g2[l] + g4[l], odd = g1[l] + g3[l];
+        out[0][l] = 0.5 * g0[l];
+        out[1 * out_step][l] = (even + odd) / 6.0;
+        out[2 * out_step][l] = (odd - even) / 6.0;
+        out[3 * out_step][l] = -(16.0 * g0[l] + 8.0 * g1[l] + 4.0 * g2[l] + 2.0 * g3[l] + g4[l]) / 15.0;
+        out[4 * out_step][l] = (g0[l] - 2.0 * g1[l] + 4.0 * g2[l] - 8.0 * g3[l] + 16.0 * g4[l]) / 30.0;
+        out[5 * out_step][l] = 0.5 * g4[l];
     }
 }
 
 /* U[xi][oc][c] = (G w[oc][c] G^T)[xi], WINO_LANES input channels at once. */
 static void wino_filters(float *restrict U, const float *restrict w, const pfl_conv_shape *s) {
     const int C = s->C, OC = s->OC;
-    const long plane = (long)OC * C;
+    const long plane = wino_stride((long)OC * C);
     for (int oc = 0; oc < OC; oc++)
         for (int c0 = 0; c0 < C; c0 += WINO_LANES) {
             const int lanes = C - c0 < WINO_LANES ? C - c0 : WINO_LANES;
@@ -207,6 +252,17 @@ static void wino_filters(float *restrict U, const float *restrict w, const pfl_c
         }
 }
 
+/* B^T applied to six values: out[j] = sum_l B^T[j][l] d[l]. */
+#define WINO_BT(out, d0, d1, d2, d3, d4, d5)                                                                          \
+    do {                                                                                                               \
+        (out)[0] = 2.0f * ((d0) + (d4)) + 3.0f * ((d3) - (d1)) - 4.0f * (d2);                                          \
+        (out)[1] = 2.0f * ((d4) - (d1)) + (d2) + 5.0f * (d3);                                                          \
+        (out)[2] = 2.0f * ((d1) + (d4)) - 5.0f * (d2) + (d3);                                                          \
+        (out)[3] = 2.0f * ((d3) - (d1)) - (d2) + (d4);                                                                 \
+        (out)[4] = (d1) - (d3) + 2.0f * ((d4) - (d2));                                                                 \
+        (out)[5] = 2.0f * ((d1) + (d5)) - 3.0f * (d2) - 4.0f * (d3) + 3.0f * (d4);                                     \
+    } while (0)
+
 /* One tile row's input transform, nt <= WINO_ROW tiles side by side: src is
  * the top left of their 6-row window (tile k reads columns 2k .. 2k + 5),
  * V the first tile's V[0][c][t], points xi `plane` floats apart. First
@@ -217,25 +273,17 @@ static void wino_input_row(float *restrict V, long plane, const float *restrict 
     const int cols = 2 * nt + 4;
     if (nt < WINO_ROW) memset(t, 0, sizeof t); /* the fixed-length pass below reads past cols */
     for (int x = 0; x < cols; x++) {
-        const float d0 = src[x], d1 = src[W + x], d2 = src[2 * W + x], d3 = src[3 * W + x], d4 = src[4 * W + x],
-                    d5 = src[5 * W + x];
-        t[0][x] = 4.0f * d0 - 5.0f * d2 + d4;
-        t[1][x] = -4.0f * (d1 + d2) + d3 + d4;
-        t[2][x] = 4.0f * (d1 - d2) - d3 + d4;
-        t[3][x] = 2.0f * (d3 - d1) + d4 - d2;
-        t[4][x] = 2.0f * (d1 - d3) + d4 - d2;
-        t[5][x] = 4.0f * d1 - 5.0f * d3 + d5;
+        float o[6];
+        WINO_BT(o, src[x], src[W + x], src[2 * W + x], src[3 * W + x], src[4 * W + x], src[5 * W + x]);
+        for (int j = 0; j < 6; j++) t[j][x] = o[j];
     }
     for (int i = 0; i < 6; i++) {
         float v[6][WINO_ROW];
         for (int k = 0; k < WINO_ROW; k++) {
             const float *r = t[i] + 2 * k;
-            v[0][k] = 4.0f * r[0] - 5.0f * r[2] + r[4];
-            v[1][k] = -4.0f * (r[1] + r[2]) + r[3] + r[4];
-            v[2][k] = 4.0f * (r[1] - r[2]) - r[3] + r[4];
-            v[3][k] = 2.0f * (r[3] - r[1]) + r[4] - r[2];
-            v[4][k] = 2.0f * (r[1] - r[3]) + r[4] - r[2];
-            v[5][k] = 4.0f * r[1] - 5.0f * r[3] + r[5];
+            float o[6];
+            WINO_BT(o, r[0], r[1], r[2], r[3], r[4], r[5]);
+            for (int j = 0; j < 6; j++) v[j][k] = o[j];
         }
         float *restrict dst = V + 6 * i * plane;
         if (nt == WINO_ROW) {
@@ -248,10 +296,11 @@ static void wino_input_row(float *restrict V, long plane, const float *restrict 
     }
 }
 
-/* V[xi][c][t] = (B^T d B)[xi], t = (n, ty, tx) over the batch. */
-static void wino_inputs(float *restrict V, const float *restrict in, const pfl_conv_shape *s) {
+/* V[xi][c][t] = (B^T d B)[xi], t = (n, ty, tx) over the batch, points
+ * `plane` floats apart. */
+static void wino_inputs(float *restrict V, long plane, const float *restrict in, const pfl_conv_shape *s) {
     const int TX = s->OW / 2, TY = s->OH / 2, W = s->W;
-    const long T = wino_tiles(s), plane = (long)s->C * T, HW = (long)s->H * W;
+    const long T = wino_tiles(s), HW = (long)s->H * W;
     for (int n = 0; n < s->B; n++)
         for (int c = 0; c < s->C; c++)
             for (int ty = 0; ty < TY; ty++)
@@ -274,14 +323,14 @@ static inline void wino_output_row_n(float *restrict dst, int OW, const float *r
             const float m0 = m[k], m1 = m[plane + k], m2 = m[2 * plane + k], m3 = m[3 * plane + k],
                         m4 = m[4 * plane + k], m5 = m[5 * plane + k];
             u[i][0][k] = m0 + m1 + m2 + m3 + m4;
-            u[i][1][k] = m1 - m2 + 2.0f * (m3 - m4) + m5;
+            u[i][1][k] = m1 - m2 + 0.5f * m3 - 2.0f * m4 + m5;
         }
     }
     float y[2][2][WINO_ROW]; /* y = A^T u, rows by columns by tiles */
     for (int j = 0; j < 2; j++)
         for (int k = 0; k < nt; k++) {
             y[0][j][k] = u[0][j][k] + u[1][j][k] + u[2][j][k] + u[3][j][k] + u[4][j][k] + bias;
-            y[1][j][k] = u[1][j][k] - u[2][j][k] + 2.0f * (u[3][j][k] - u[4][j][k]) + u[5][j][k] + bias;
+            y[1][j][k] = u[1][j][k] - u[2][j][k] + 0.5f * u[3][j][k] - 2.0f * u[4][j][k] + u[5][j][k] + bias;
         }
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < nt; k++) dst[i * OW + 2 * k] = y[i][0][k], dst[i * OW + 2 * k + 1] = y[i][1][k];
@@ -294,10 +343,11 @@ static void wino_output_row(float *restrict dst, int OW, const float *restrict M
     else wino_output_row_n(dst, OW, M, plane, nt, bias);
 }
 
-/* out = A^T M A + bias. */
-static void wino_outputs(float *restrict out, const float *restrict M, const float *b, const pfl_conv_shape *s) {
+/* out = A^T M A + bias, M's points `plane` floats apart. */
+static void wino_outputs(float *restrict out, const float *restrict M, long plane, const float *b,
+                         const pfl_conv_shape *s) {
     const int TX = s->OW / 2, TY = s->OH / 2, OW = s->OW;
-    const long T = wino_tiles(s), plane = (long)s->OC * T, out_hw = (long)s->OH * OW;
+    const long T = wino_tiles(s), out_hw = (long)s->OH * OW;
     for (int oc = 0; oc < s->OC; oc++) {
         const float bias = b ? b[oc] : 0.0f;
         for (int n = 0; n < s->B; n++)
@@ -320,21 +370,206 @@ static int wino_block_samples(const pfl_conv_shape *s) {
 
 static void conv_forward_winograd(float *out, float *scratch, const float *in, const float *w, const float *b,
                                   const pfl_conv_shape *s) {
-    float *U = scratch, *V = U + 36L * s->OC * s->C;
+    const long su = wino_stride((long)s->OC * s->C), sv = wino_stride((long)s->C * wino_block_tiles(s)),
+               sm = wino_stride((long)s->OC * wino_block_tiles(s));
+    float *U = scratch, *V = U + 72 * su, *M = V + 36 * sv; /* U kept for the backward, dU's room skipped */
     wino_filters(U, w, s);
     const int nb = wino_block_samples(s);
     for (int n0 = 0; n0 < s->B; n0 += nb) {
         pfl_conv_shape blk = *s;
         blk.B = s->B - n0 < nb ? s->B - n0 : nb;
         const long T = wino_tiles(&blk);
-        float *M = V + 36L * s->C * T;
-        wino_inputs(V, in + (long)n0 * s->C * s->H * s->W, &blk);
+        wino_inputs(V, sv, in + (long)n0 * s->C * s->H * s->W, &blk);
         for (int xi = 0; xi < 36; xi++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->OC, (int)T, s->C, 1.0f,
-                        U + xi * (long)s->OC * s->C, s->C, V + xi * (long)s->C * T, (int)T, 0.0f,
-                        M + xi * (long)s->OC * T, (int)T);
-        wino_outputs(out + (long)n0 * s->OC * s->OH * s->OW, M, b, &blk);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->OC, (int)T, s->C, 1.0f, U + xi * su, s->C,
+                        V + xi * sv, (int)T, 0.0f, M + xi * sm, (int)T);
+        wino_outputs(out + (long)n0 * s->OC * s->OH * s->OW, M, sm, b, &blk);
     }
+}
+
+/* ---- Conv2d backward by Winograd F(2x2, 5x5) ----
+ *
+ * The forward's adjoint, tile by tile. With Y = A^T (U * V) A per tile:
+ *
+ *     dM = A dY A^T                        the output gradient's tiles
+ *     dU[xi] = sum over tiles dM * V       36 GEMMs [OC][T] x [T][C]
+ *     dw = G^T dU G                        once per call, in double
+ *     dV[xi] = sum over oc  U * dM         36 GEMMs [C][OC] x [OC][T]
+ *     din = sum over tiles of B dV B^T     windows overlap: added
+ *
+ * so both gradients take 36 multiplies per (tile, channel pair) instead of
+ * the unfolded backward's 100, and neither im2col nor col2im runs. U is
+ * the forward's, left at the start of the scratch (the backward follows the
+ * forward of the same weights and input, as it reads that forward's
+ * activations); V is computed again block by block, since keeping every
+ * block's would make the scratch grow with the evaluation batch. The
+ * transforms go a tile row at a time, one vector across its tiles, as the
+ * forward's. Scratch: U, dU, then V and dM of one block of samples. */
+
+/* One tile row's output-gradient transform (nt <= WINO_ROW tiles): the 2x2
+ * tiles of dY at src (the first tile's top left, rows OW apart) into
+ * dM = A dY A^T (the first tile's dM[0][oc][t], points `plane` apart). */
+static inline void wino_dout_row_n(float *restrict dM, long plane, const float *restrict src, int OW, int nt) {
+    float p[2][6][WINO_ROW]; /* p = dY A^T: rows of the tile by column points */
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < nt; k++) {
+            const float y0 = src[i * OW + 2 * k], y1 = src[i * OW + 2 * k + 1];
+            p[i][0][k] = y0;
+            p[i][1][k] = y0 + y1;
+            p[i][2][k] = y0 - y1;
+            p[i][3][k] = y0 + 0.5f * y1;
+            p[i][4][k] = y0 - 2.0f * y1;
+            p[i][5][k] = y1;
+        }
+    for (int j = 0; j < 6; j++)
+        for (int k = 0; k < nt; k++) {
+            const float a = p[0][j][k], b = p[1][j][k];
+            dM[(0 + j) * plane + k] = a;
+            dM[(6 + j) * plane + k] = a + b;
+            dM[(12 + j) * plane + k] = a - b;
+            dM[(18 + j) * plane + k] = a + 0.5f * b;
+            dM[(24 + j) * plane + k] = a - 2.0f * b;
+            dM[(30 + j) * plane + k] = b;
+        }
+}
+
+static void wino_dout_row(float *restrict dM, long plane, const float *restrict src, int OW, int nt) {
+    if (nt == WINO_ROW) wino_dout_row_n(dM, plane, src, OW, WINO_ROW);
+    else wino_dout_row_n(dM, plane, src, OW, nt);
+}
+
+/* dM[xi][oc][t] = (A dY A^T)[xi] over the block's tiles, points `plane` floats apart. */
+static void wino_douts(float *restrict dM, long plane, const float *restrict dout, const pfl_conv_shape *s) {
+    const int TX = s->OW / 2, TY = s->OH / 2, OW = s->OW;
+    const long T = wino_tiles(s), out_hw = (long)s->OH * OW;
+    for (int n = 0; n < s->B; n++)
+        for (int oc = 0; oc < s->OC; oc++)
+            for (int ty = 0; ty < TY; ty++)
+                for (int tx = 0; tx < TX; tx += WINO_ROW) {
+                    const int nt = TX - tx < WINO_ROW ? TX - tx : WINO_ROW;
+                    const long t = ((long)n * TY + ty) * TX + tx;
+                    wino_dout_row(dM + oc * T + t, plane, dout + ((long)n * s->OC + oc) * out_hw + 2L * ty * OW + 2 * tx,
+                                  OW, nt);
+                }
+}
+
+/* B = (B^T)^T applied to six values: out[l] = sum_j B^T[j][l] v[j]. */
+#define WINO_BT_ADJOINT(out, v0, v1, v2, v3, v4, v5)                                                                  \
+    do {                                                                                                               \
+        (out)[0] = 2.0f * (v0);                                                                                        \
+        (out)[1] = 2.0f * ((v2) + (v5) - (v1) - (v3)) - 3.0f * (v0) + (v4);                                            \
+        (out)[2] = (v1) - (v3) - 4.0f * (v0) - 5.0f * (v2) - 2.0f * (v4) - 3.0f * (v5);                                \
+        (out)[3] = 3.0f * (v0) + 5.0f * (v1) + (v2) + 2.0f * (v3) - (v4) - 4.0f * (v5);                                \
+        (out)[4] = 2.0f * ((v0) + (v1) + (v2) + (v4)) + (v3) + 3.0f * (v5);                                            \
+        (out)[5] = 2.0f * (v5);                                                                                        \
+    } while (0)
+
+/* One tile row's input-gradient transform (nt <= WINO_ROW tiles): B dV B^T
+ * of each tile (dV: the first tile's dV[0][c][t], points `plane` apart),
+ * added into its 6x6 window of dst (the first tile's top left, rows W
+ * apart). Neighbouring windows share 4 columns, so the row is summed in a
+ * buffer first and added to dst once. */
+static inline void wino_din_row_n(float *restrict dst, int W, const float *restrict dV, long plane, int nt) {
+    float q[6][6][WINO_ROW]; /* q = dV B^T: row points by columns by tiles */
+    for (int i = 0; i < 6; i++) {
+        const float *v = dV + 6 * i * plane;
+        for (int k = 0; k < nt; k++) {
+            float o[6];
+            WINO_BT_ADJOINT(o, v[k], v[plane + k], v[2 * plane + k], v[3 * plane + k], v[4 * plane + k],
+                            v[5 * plane + k]);
+            for (int l = 0; l < 6; l++) q[i][l][k] = o[l];
+        }
+    }
+    float acc[6][2 * WINO_ROW + 4] = {{0}};
+    for (int l = 0; l < 6; l++) /* column l of each window */
+        for (int k = 0; k < nt; k++) {
+            float o[6];
+            WINO_BT_ADJOINT(o, q[0][l][k], q[1][l][k], q[2][l][k], q[3][l][k], q[4][l][k], q[5][l][k]);
+            for (int r = 0; r < 6; r++) acc[r][2 * k + l] += o[r];
+        }
+    const int cols = 2 * nt + 4;
+    for (int r = 0; r < 6; r++)
+        for (int x = 0; x < cols; x++) dst[r * W + x] += acc[r][x];
+}
+
+static void wino_din_row(float *restrict dst, int W, const float *restrict dV, long plane, int nt) {
+    if (nt == WINO_ROW) wino_din_row_n(dst, W, dV, plane, WINO_ROW);
+    else wino_din_row_n(dst, W, dV, plane, nt);
+}
+
+/* din = the sum over tiles of B dV[.][c][t] B^T in each tile's window, dV's
+ * points `plane` floats apart. */
+static void wino_dins(float *restrict din, const float *restrict dV, long plane, const pfl_conv_shape *s) {
+    const int TX = s->OW / 2, TY = s->OH / 2, W = s->W;
+    const long T = wino_tiles(s), HW = (long)s->H * W;
+    memset(din, 0, sizeof(float) * (size_t)s->B * s->C * HW);
+    for (int n = 0; n < s->B; n++)
+        for (int c = 0; c < s->C; c++)
+            for (int ty = 0; ty < TY; ty++)
+                for (int tx = 0; tx < TX; tx += WINO_ROW) {
+                    const int nt = TX - tx < WINO_ROW ? TX - tx : WINO_ROW;
+                    const long t = ((long)n * TY + ty) * TX + tx;
+                    wino_din_row(din + ((long)n * s->C + c) * HW + 2L * ty * W + 2 * tx, W, dV + c * T + t, plane, nt);
+                }
+}
+
+/* out[k * out_step] = (G^T in)[k] for six rows of lanes in, in[j] at in + j * step. */
+static void wino_gt(wino_lanes *restrict out, int out_step, const wino_lanes *restrict in, int step) {
+    const double *u0 = in[0], *u1 = in[step], *u2 = in[2 * step], *u3 = in[3 * step], *u4 = in[4 * step],
+                 *u5 = in[5 * step];
+    for (int l = 0; l < WINO_LANES; l++) { /* out[k] = sum_j G[j][k] u[j] */
+        const double s12 = u1[l] + u2[l], d12 = u1[l] - u2[l];
+        out[0][l] = 0.5 * u0[l] + d12 / 6.0 - 16.0 / 15.0 * u3[l] + u4[l] / 30.0;
+        out[1 * out_step][l] = s12 / 6.0 - 8.0 / 15.0 * u3[l] - u4[l] / 15.0;
+        out[2 * out_step][l] = d12 / 6.0 - 4.0 / 15.0 * u3[l] + 2.0 / 15.0 * u4[l];
+        out[3 * out_step][l] = s12 / 6.0 - 2.0 / 15.0 * u3[l] - 4.0 / 15.0 * u4[l];
+        out[4 * out_step][l] = d12 / 6.0 - u3[l] / 15.0 + 8.0 / 15.0 * u4[l] + 0.5 * u5[l];
+    }
+}
+
+/* dw[oc][c] += alpha * G^T dU[.][oc][c] G, WINO_LANES input channels at once. */
+static void wino_filter_grads(float *restrict dw, float alpha, const float *restrict dU, const pfl_conv_shape *s) {
+    const int C = s->C, OC = s->OC;
+    const long plane = wino_stride((long)OC * C);
+    for (int oc = 0; oc < OC; oc++)
+        for (int c0 = 0; c0 < C; c0 += WINO_LANES) {
+            const int lanes = C - c0 < WINO_LANES ? C - c0 : WINO_LANES;
+            wino_lanes u[36] = {{0}}, t[5 * 6], g[25];
+            for (int xi = 0; xi < 36; xi++)
+                for (int l = 0; l < lanes; l++) u[xi][l] = dU[xi * plane + (long)oc * C + c0 + l];
+            for (int j = 0; j < 6; j++) wino_gt(t + j, 6, u + j, 6);    /* t[ky][j] = (G^T dU)[ky][j] */
+            for (int ky = 0; ky < 5; ky++) wino_gt(g + 5 * ky, 1, t + 6 * ky, 1); /* g[ky][kx] = (t G)[ky][kx] */
+            for (int l = 0; l < lanes; l++)
+                for (int k = 0; k < 25; k++) dw[((long)oc * C + c0 + l) * 25 + k] += alpha * (float)g[k][l];
+        }
+}
+
+/* dw += alpha * the weight gradient (alpha = -lr: the fused SGD step, after
+ * din was taken from the weights as they were); din (NULL: none) = the
+ * input gradient. */
+static void conv_backward_winograd(float *din, float *dw, float alpha, float *scratch, const float *dout,
+                                   const float *in, const pfl_conv_shape *s) {
+    const long su = wino_stride((long)s->OC * s->C), sv = wino_stride((long)s->C * wino_block_tiles(s)),
+               sm = wino_stride((long)s->OC * wino_block_tiles(s));
+    const float *U = scratch; /* the forward's */
+    float *dU = scratch + 36 * su, *V = dU + 36 * su, *dM = V + 36 * sv;
+    const int nb = wino_block_samples(s);
+    for (int n0 = 0; n0 < s->B; n0 += nb) {
+        pfl_conv_shape blk = *s;
+        blk.B = s->B - n0 < nb ? s->B - n0 : nb;
+        const long T = wino_tiles(&blk);
+        wino_inputs(V, sv, in + (long)n0 * s->C * s->H * s->W, &blk);
+        wino_douts(dM, sm, dout + (long)n0 * s->OC * s->OH * s->OW, &blk);
+        for (int xi = 0; xi < 36; xi++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->OC, s->C, (int)T, 1.0f, dM + xi * sm, (int)T,
+                        V + xi * sv, (int)T, n0 == 0 ? 0.0f : 1.0f, dU + xi * su, s->C);
+        if (!din) continue;
+        for (int xi = 0; xi < 36; xi++) /* dV into V, no longer needed */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s->C, (int)T, s->OC, 1.0f, U + xi * su, s->C,
+                        dM + xi * sm, (int)T, 0.0f, V + xi * sv, (int)T);
+        wino_dins(din + (long)n0 * s->C * s->H * s->W, V, sv, &blk);
+    }
+    wino_filter_grads(dw, alpha, dU, s);
 }
 
 long pfl_conv2d_col_floats(const pfl_conv_shape *s) {
@@ -523,6 +758,17 @@ static float conv_bias_grad(float acc, const float *dout, const pfl_conv_shape *
 
 void pfl_conv2d_backward(float *din, float *dw, float *db, float *col, const float *dout, const float *in,
                          const float *w, const pfl_conv_shape *s) {
+    if (!pfl_conv2d_winograd(s)) {
+        pfl_conv2d_backward_unfolded(din, dw, db, col, dout, in, w, s);
+        return;
+    }
+    if (db)
+        for (int oc = 0; oc < s->OC; oc++) db[oc] = conv_bias_grad(db[oc], dout, s, oc);
+    conv_backward_winograd(din, dw, 1.0f, col, dout, in, s);
+}
+
+void pfl_conv2d_backward_unfolded(float *din, float *dw, float *db, float *col, const float *dout, const float *in,
+                                  const float *w, const pfl_conv_shape *s) {
     if (db)
         for (int oc = 0; oc < s->OC; oc++) db[oc] = conv_bias_grad(db[oc], dout, s, oc);
     conv_weight_grad(dw, 1.0f, col, dout, in, s);
@@ -531,10 +777,14 @@ void pfl_conv2d_backward(float *din, float *dw, float *db, float *col, const flo
 
 void pfl_conv2d_backward_sgd(float *din, float *w, float *b, float *col, const float *dout, const float *in,
                              const pfl_conv_shape *s, float lr) {
-    if (din) conv_input_grad(din, col, dout, w, s); /* from the weights before the step */
+    if (pfl_conv2d_winograd(s)) {
+        conv_backward_winograd(din, w, -lr, col, dout, in, s); /* din from the forward's U: the weights before the step */
+    } else {
+        if (din) conv_input_grad(din, col, dout, w, s); /* from the weights before the step */
+        conv_weight_grad(w, -lr, col, dout, in, s);
+    }
     if (b)
         for (int oc = 0; oc < s->OC; oc++) b[oc] -= lr * conv_bias_grad(0.0f, dout, s, oc);
-    conv_weight_grad(w, -lr, col, dout, in, s);
 }
 
 /* The CNN's 2x2/2 pooling, without the generic window loops: 4 compares per

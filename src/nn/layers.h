@@ -50,7 +50,9 @@ typedef struct {
 long pfl_conv2d_col_floats(const pfl_conv_shape *s);
 
 /* Per sample, one GEMM w[OC][CKK] * col[CKK][OH*OW]. The backward needs the
- * forward's input `in` (it unfolds it again into `col`). A convolution
+ * forward's input `in` (it unfolds it again into `col`) and, on the
+ * Winograd path, what that forward left in `col` (its transformed filters):
+ * call it after the forward of the same `in` and `w`. A convolution
  * without bias (ResNet's) passes b = NULL to the forward and db = NULL to the
  * backward. */
 void pfl_conv2d_forward(float *out, float *col, const float *in, const float *w, const float *b,
@@ -60,12 +62,16 @@ void pfl_conv2d_backward(float *din, float *dw, float *db, float *col, const flo
 /* The forward takes Winograd F(2x2, 5x5) (layers.c) when this is true: 5x5
  * kernels, stride 1, no padding, even output sizes, at least 16 input and
  * output channels (the CNN's second convolution); 2.8x fewer multiplies,
- * float32 results within about 1e-6 relative of the unfolded path's. The
- * backward always unfolds. */
+ * float32 errors about 1e-6 of the largest output (the unfolded path's:
+ * 2-5e-7). The backward then runs the forward's adjoint by Winograd too
+ * (layers.c): input and weight gradients within about 1.5e-6. */
 bool pfl_conv2d_winograd(const pfl_conv_shape *s);
-/* The forward by unfolding whatever the shape (tests compare the two). */
+/* The forward and backward by unfolding whatever the shape (tests compare
+ * the two paths). */
 void pfl_conv2d_forward_unfolded(float *out, float *col, const float *in, const float *w, const float *b,
                                  const pfl_conv_shape *s);
+void pfl_conv2d_backward_unfolded(float *din, float *dw, float *db, float *col, const float *dout, const float *in,
+                                  const float *w, const pfl_conv_shape *s);
 /* The backward fused with a plain SGD step, as pfl_linear_backward_sgd: din
  * from the weights before the step, then w and b (NULL: none) updated in
  * place (the weight-gradient GEMM runs with alpha = -lr into w). */
