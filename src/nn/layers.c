@@ -192,6 +192,29 @@ static int conv_group(const pfl_conv_shape *s) {
 #define WINO_BLOCK_TILES 48 /* the CNN's conv2: 3 samples, V + M + U about 1 MB (measured: 16-160 within 10%) */
 #define WINO_MIN_CHANNELS 16 /* below, the GEMMs are too thin to win back the transforms */
 
+/* A full tile row (WINO_ROW = 4 tiles) goes through the transforms as one
+ * 4-float vector per value, in GCC's (and Clang's) vector extension: plain
+ * C arithmetic on the vector type, the same operations in the same order as
+ * the scalar code that handles partial rows, so both give the same bits.
+ * The compiler does not find these vectors itself: the tiles' windows step
+ * by 2 columns, so rows must be split into even and odd columns (and joined
+ * again), which the shuffles below do. */
+typedef float wino_v4 __attribute__((vector_size(16)));
+typedef int wino_v4i __attribute__((vector_size(16)));
+#if defined(__clang__)
+#define WINO_SHUFFLE(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
+#else
+#define WINO_SHUFFLE(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (wino_v4i){i0, i1, i2, i3})
+#endif
+
+static inline wino_v4 v4_load(const float *p) {
+    wino_v4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void v4_store(float *p, wino_v4 v) { memcpy(p, &v, sizeof v); }
+
 bool pfl_conv2d_winograd(const pfl_conv_shape *s) {
     return s->K == 5 && s->stride == 1 && s->pad == 0 && s->OH % 2 == 0 && s->OW % 2 == 0 &&
            s->C >= WINO_MIN_CHANNELS && s->OC >= WINO_MIN_CHANNELS;
@@ -221,16 +244,23 @@ static long wino_floats(const pfl_conv_shape *s) {
 
 typedef double wino_lanes[WINO_LANES]; /* double: U rounded once, not at every step of G g G^T */
 
+/* G's fractions as multiplications: a division costs several multiplies,
+ * and the filter transforms ran mostly on their divisions. In double the
+ * rounded reciprocal changes nothing a float keeps. */
+#define WINO_SIXTH (1.0 / 6.0)
+#define WINO_FIFTEENTH (1.0 / 15.0)
+
 /* out[j * out_step] = (G in)[j] for five rows of lanes in, in[k] at in + k * step. */
 static void wino_g(wino_lanes *restrict out, int out_step, const wino_lanes *restrict in, int step) {
     const double *g0 = in[0], *g1 = in[step], *g2 = in[2 * step], *g3 = in[3 * step], *g4 = in[4 * step];
     for (int l = 0; l < WINO_LANES; l++) {
         const double even = g0[l] + g2[l] + g4[l], odd = g1[l] + g3[l];
         out[0][l] = 0.5 * g0[l];
-        out[1 * out_step][l] = (even + odd) / 6.0;
-        out[2 * out_step][l] = (odd - even) / 6.0;
-        out[3 * out_step][l] = -(16.0 * g0[l] + 8.0 * g1[l] + 4.0 * g2[l] + 2.0 * g3[l] + g4[l]) / 15.0;
-        out[4 * out_step][l] = (g0[l] - 2.0 * g1[l] + 4.0 * g2[l] - 8.0 * g3[l] + 16.0 * g4[l]) / 30.0;
+        out[1 * out_step][l] = (even + odd) * WINO_SIXTH;
+        out[2 * out_step][l] = (odd - even) * WINO_SIXTH;
+        out[3 * out_step][l] = -(16.0 * g0[l] + 8.0 * g1[l] + 4.0 * g2[l] + 2.0 * g3[l] + g4[l]) * WINO_FIFTEENTH;
+        out[4 * out_step][l] =
+            (g0[l] - 2.0 * g1[l] + 4.0 * g2[l] - 8.0 * g3[l] + 16.0 * g4[l]) * (0.5 * WINO_FIFTEENTH);
         out[5 * out_step][l] = 0.5 * g4[l];
     }
 }
@@ -268,7 +298,7 @@ static void wino_filters(float *restrict U, const float *restrict w, const pfl_c
  * V the first tile's V[0][c][t], points xi `plane` floats apart. First
  * B^T down the columns (contiguous across the row), then B across (one
  * vector across the tiles), so both passes vectorize. */
-static void wino_input_row(float *restrict V, long plane, const float *restrict src, int W, int nt) {
+static void wino_input_row_scalar(float *restrict V, long plane, const float *restrict src, int W, int nt) {
     float t[6][2 * WINO_ROW + 4];
     const int cols = 2 * nt + 4;
     if (nt < WINO_ROW) memset(t, 0, sizeof t); /* the fixed-length pass below reads past cols */
@@ -294,6 +324,34 @@ static void wino_input_row(float *restrict V, long plane, const float *restrict 
                 for (int k = 0; k < nt; k++) dst[j * plane + k] = v[j][k];
         }
     }
+}
+
+/* The same for a full row in vectors: B^T down the columns, 3 vectors of
+ * 4 columns per row; then across, where tile k reads columns 2k .. 2k + 5,
+ * i.e. the even and odd columns shifted by 0, 1 and 2 tiles. */
+static void wino_input_row4(float *restrict V, long plane, const float *restrict src, int W) {
+    wino_v4 t[6][3];
+    for (int x = 0; x < 3; x++) {
+        const float *c = src + 4 * x;
+        wino_v4 o[6];
+        WINO_BT(o, v4_load(c), v4_load(c + W), v4_load(c + 2 * W), v4_load(c + 3 * W), v4_load(c + 4 * W),
+                v4_load(c + 5 * W));
+        for (int j = 0; j < 6; j++) t[j][x] = o[j];
+    }
+    for (int i = 0; i < 6; i++) {
+        const wino_v4 a = t[i][0], b = t[i][1], c = t[i][2];
+        const wino_v4 even = WINO_SHUFFLE(a, b, 0, 2, 4, 6), odd = WINO_SHUFFLE(a, b, 1, 3, 5, 7);
+        const wino_v4 even2 = WINO_SHUFFLE(c, c, 0, 2, 0, 2), odd2 = WINO_SHUFFLE(c, c, 1, 3, 1, 3);
+        wino_v4 v[6];
+        WINO_BT(v, even, odd, WINO_SHUFFLE(even, even2, 1, 2, 3, 4), WINO_SHUFFLE(odd, odd2, 1, 2, 3, 4),
+                WINO_SHUFFLE(even, even2, 2, 3, 4, 5), WINO_SHUFFLE(odd, odd2, 2, 3, 4, 5));
+        for (int j = 0; j < 6; j++) v4_store(V + (6 * i + j) * plane, v[j]);
+    }
+}
+
+static void wino_input_row(float *restrict V, long plane, const float *restrict src, int W, int nt) {
+    if (nt == WINO_ROW) wino_input_row4(V, plane, src, W);
+    else wino_input_row_scalar(V, plane, src, W, nt);
 }
 
 /* V[xi][c][t] = (B^T d B)[xi], t = (n, ty, tx) over the batch, points
@@ -336,10 +394,31 @@ static inline void wino_output_row_n(float *restrict dst, int OW, const float *r
         for (int k = 0; k < nt; k++) dst[i * OW + 2 * k] = y[i][0][k], dst[i * OW + 2 * k + 1] = y[i][1][k];
 }
 
-/* nt == WINO_ROW, the common case, inlined with a constant count so that
- * every loop above is one vector. */
+/* The same for a full row in vectors; the two output columns of each tile
+ * are interleaved into the row at the end. */
+static void wino_output_row4(float *restrict dst, int OW, const float *restrict M, long plane, float bias) {
+    wino_v4 u[6][2];
+    for (int i = 0; i < 6; i++) {
+        const float *m = M + 6 * i * plane;
+        const wino_v4 m0 = v4_load(m), m1 = v4_load(m + plane), m2 = v4_load(m + 2 * plane),
+                      m3 = v4_load(m + 3 * plane), m4 = v4_load(m + 4 * plane), m5 = v4_load(m + 5 * plane);
+        u[i][0] = m0 + m1 + m2 + m3 + m4;
+        u[i][1] = m1 - m2 + 0.5f * m3 - 2.0f * m4 + m5;
+    }
+    for (int j = 0; j < 2; j++) { /* y[row][column j], then column 0 and 1 side by side */
+        wino_v4 y[2];
+        y[0] = u[0][j] + u[1][j] + u[2][j] + u[3][j] + u[4][j] + bias;
+        y[1] = u[1][j] - u[2][j] + 0.5f * u[3][j] - 2.0f * u[4][j] + u[5][j] + bias;
+        for (int r = 0; r < 2; r++) u[r][j] = y[r];
+    }
+    for (int r = 0; r < 2; r++) {
+        v4_store(dst + r * OW, WINO_SHUFFLE(u[r][0], u[r][1], 0, 4, 1, 5));
+        v4_store(dst + r * OW + 4, WINO_SHUFFLE(u[r][0], u[r][1], 2, 6, 3, 7));
+    }
+}
+
 static void wino_output_row(float *restrict dst, int OW, const float *restrict M, long plane, int nt, float bias) {
-    if (nt == WINO_ROW) wino_output_row_n(dst, OW, M, plane, WINO_ROW, bias);
+    if (nt == WINO_ROW) wino_output_row4(dst, OW, M, plane, bias);
     else wino_output_row_n(dst, OW, M, plane, nt, bias);
 }
 
@@ -433,8 +512,33 @@ static inline void wino_dout_row_n(float *restrict dM, long plane, const float *
         }
 }
 
+/* The same for a full row in vectors: each row of the tiles split into
+ * its even and odd columns first. */
+static void wino_dout_row4(float *restrict dM, long plane, const float *restrict src, int OW) {
+    wino_v4 p[2][6];
+    for (int i = 0; i < 2; i++) {
+        const wino_v4 a = v4_load(src + i * OW), b = v4_load(src + i * OW + 4);
+        const wino_v4 y0 = WINO_SHUFFLE(a, b, 0, 2, 4, 6), y1 = WINO_SHUFFLE(a, b, 1, 3, 5, 7);
+        p[i][0] = y0;
+        p[i][1] = y0 + y1;
+        p[i][2] = y0 - y1;
+        p[i][3] = y0 + 0.5f * y1;
+        p[i][4] = y0 - 2.0f * y1;
+        p[i][5] = y1;
+    }
+    for (int j = 0; j < 6; j++) {
+        const wino_v4 a = p[0][j], b = p[1][j];
+        v4_store(dM + (0 + j) * plane, a);
+        v4_store(dM + (6 + j) * plane, a + b);
+        v4_store(dM + (12 + j) * plane, a - b);
+        v4_store(dM + (18 + j) * plane, a + 0.5f * b);
+        v4_store(dM + (24 + j) * plane, a - 2.0f * b);
+        v4_store(dM + (30 + j) * plane, b);
+    }
+}
+
 static void wino_dout_row(float *restrict dM, long plane, const float *restrict src, int OW, int nt) {
-    if (nt == WINO_ROW) wino_dout_row_n(dM, plane, src, OW, WINO_ROW);
+    if (nt == WINO_ROW) wino_dout_row4(dM, plane, src, OW);
     else wino_dout_row_n(dM, plane, src, OW, nt);
 }
 
@@ -492,8 +596,37 @@ static inline void wino_din_row_n(float *restrict dst, int W, const float *restr
         for (int x = 0; x < cols; x++) dst[r * W + x] += acc[r][x];
 }
 
+/* The same for a full row in vectors. Window column l of tile k is row
+ * column 2k + l: the even columns 2m sum l = 0, 2, 4 of tiles m, m - 1,
+ * m - 2 (in that order, as the scalar loop adds them), the odd ones l = 1,
+ * 3, 5; each is a vector shifted by 0, 1 or 2 tiles into 6 columns (lo: 4,
+ * hi: 2), and the row is even and odd interleaved. */
+static void wino_din_row4(float *restrict dst, int W, const float *restrict dV, long plane) {
+    wino_v4 q[6][6]; /* q = dV B^T: row points by columns */
+    for (int i = 0; i < 6; i++) {
+        const float *v = dV + 6 * i * plane;
+        WINO_BT_ADJOINT(q[i], v4_load(v), v4_load(v + plane), v4_load(v + 2 * plane), v4_load(v + 3 * plane),
+                        v4_load(v + 4 * plane), v4_load(v + 5 * plane));
+    }
+    wino_v4 o[6][6]; /* o[l][r]: window column l, row r */
+    for (int l = 0; l < 6; l++) WINO_BT_ADJOINT(o[l], q[0][l], q[1][l], q[2][l], q[3][l], q[4][l], q[5][l]);
+    const wino_v4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int r = 0; r < 6; r++) {
+        wino_v4 lo[2], hi[2]; /* [parity]: columns m = 0..3 and m = 4, 5 */
+        for (int par = 0; par < 2; par++) {
+            const wino_v4 a = o[par][r], b = o[2 + par][r], c = o[4 + par][r];
+            lo[par] = zero + a + WINO_SHUFFLE(zero, b, 0, 4, 5, 6) + WINO_SHUFFLE(zero, c, 0, 1, 4, 5);
+            hi[par] = zero + WINO_SHUFFLE(b, zero, 3, 4, 4, 4) + WINO_SHUFFLE(c, zero, 2, 3, 4, 4);
+        }
+        float *row = dst + r * W;
+        v4_store(row, v4_load(row) + WINO_SHUFFLE(lo[0], lo[1], 0, 4, 1, 5));
+        v4_store(row + 4, v4_load(row + 4) + WINO_SHUFFLE(lo[0], lo[1], 2, 6, 3, 7));
+        v4_store(row + 8, v4_load(row + 8) + WINO_SHUFFLE(hi[0], hi[1], 0, 4, 1, 5));
+    }
+}
+
 static void wino_din_row(float *restrict dst, int W, const float *restrict dV, long plane, int nt) {
-    if (nt == WINO_ROW) wino_din_row_n(dst, W, dV, plane, WINO_ROW);
+    if (nt == WINO_ROW) wino_din_row4(dst, W, dV, plane);
     else wino_din_row_n(dst, W, dV, plane, nt);
 }
 
@@ -519,11 +652,11 @@ static void wino_gt(wino_lanes *restrict out, int out_step, const wino_lanes *re
                  *u5 = in[5 * step];
     for (int l = 0; l < WINO_LANES; l++) { /* out[k] = sum_j G[j][k] u[j] */
         const double s12 = u1[l] + u2[l], d12 = u1[l] - u2[l];
-        out[0][l] = 0.5 * u0[l] + d12 / 6.0 - 16.0 / 15.0 * u3[l] + u4[l] / 30.0;
-        out[1 * out_step][l] = s12 / 6.0 - 8.0 / 15.0 * u3[l] - u4[l] / 15.0;
-        out[2 * out_step][l] = d12 / 6.0 - 4.0 / 15.0 * u3[l] + 2.0 / 15.0 * u4[l];
-        out[3 * out_step][l] = s12 / 6.0 - 2.0 / 15.0 * u3[l] - 4.0 / 15.0 * u4[l];
-        out[4 * out_step][l] = d12 / 6.0 - u3[l] / 15.0 + 8.0 / 15.0 * u4[l] + 0.5 * u5[l];
+        out[0][l] = 0.5 * u0[l] + d12 * WINO_SIXTH - 16.0 / 15.0 * u3[l] + u4[l] * (0.5 * WINO_FIFTEENTH);
+        out[1 * out_step][l] = s12 * WINO_SIXTH - 8.0 / 15.0 * u3[l] - u4[l] * WINO_FIFTEENTH;
+        out[2 * out_step][l] = d12 * WINO_SIXTH - 4.0 / 15.0 * u3[l] + 2.0 / 15.0 * u4[l];
+        out[3 * out_step][l] = s12 * WINO_SIXTH - 2.0 / 15.0 * u3[l] - 4.0 / 15.0 * u4[l];
+        out[4 * out_step][l] = d12 * WINO_SIXTH - u3[l] * WINO_FIFTEENTH + 8.0 / 15.0 * u4[l] + 0.5 * u5[l];
     }
 }
 
