@@ -10,7 +10,8 @@
 #          pfedcfr-mnist pfedcfr-fmnist pfedcfr-cifar10
 #          tsdp-cifar10-pat2 tsdp-cifar10-iid tsdp-cifar10-dir0.5 tsdp-cifar10-dir0.2
 #   (default: all, in this order). Env TSDP_ROUNDS (default 3): rounds of the
-#   FedTSDP tables (the paper: 200).
+#   FedTSDP tables (the paper: 200); other than 3, the results go to
+#   bench/results/TABLE-rN (TSDP_ROUNDS=10: tsdp-cifar10-pat2-r10).
 # Cost on 2 cores (alone): flayer-cifar10 about 1.5 h (20 rounds; FedRep and Ditto
 # each cost three FedAvg rounds a round), each fedalp table about 15 min, the
 # pFedCFR tables minutes each, each FedTSDP table about 10 min at 3 rounds.
@@ -48,7 +49,9 @@ table() {
     tsdp-cifar10-*)
         local p=${1#tsdp-cifar10-}
         case "$p" in pat2) p=pat:2 ;; dir0.5) p=dir:0.5 ;; dir0.2) p=dir:0.2 ;; iid) ;; *) echo "paper_tables.sh: unknown table '$1'" >&2; exit 2 ;; esac
-        $C --name "$1" --resume --methods "fedavg fedprox ditto fedper cfl fedtsdp" -- $TSDP --partition "$p" ;;
+        local name=$1
+        [ "${TSDP_ROUNDS:-3}" = 3 ] || name=$1-r$TSDP_ROUNDS
+        $C --name "$name" --resume --methods "fedavg fedprox ditto fedper cfl fedtsdp" -- $TSDP --partition "$p" ;;
     *) echo "paper_tables.sh: unknown table '$1' (see the header of $0)" >&2; exit 2 ;;
     esac
 }
