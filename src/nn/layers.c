@@ -232,6 +232,17 @@ static long wino_stride(long n) { return (n + 1023) / 1024 * 1024 + 16; }
 
 static int wino_block_samples(const pfl_conv_shape *s);
 
+/* The four tile transforms walk the same loops: every sample, channel (the
+ * input's for WINO_INPUT and WINO_DIN, the output's for WINO_OUTPUT and
+ * WINO_DOUT) and tile row, WINO_ROW tiles at a time. The matrix side is
+ * mat[xi][channel][t], points `plane` floats apart; the image side is NCHW,
+ * read from `img` (WINO_INPUT, WINO_DOUT) or written to `img_out`
+ * (WINO_OUTPUT, plus the bias; WINO_DIN adds into it, zeroed by the
+ * caller). */
+typedef enum { WINO_INPUT, WINO_OUTPUT, WINO_DOUT, WINO_DIN } wino_pass;
+static void wino_rows(wino_pass pass, float *mat, long plane, const float *img, float *img_out, const float *bias,
+                      const pfl_conv_shape *s);
+
 /* Tiles in a (full) block of samples. */
 static long wino_block_tiles(const pfl_conv_shape *s) { return (long)wino_block_samples(s) * (s->OH / 2) * (s->OW / 2); }
 
@@ -354,20 +365,6 @@ static void wino_input_row(float *restrict V, long plane, const float *restrict 
     else wino_input_row_scalar(V, plane, src, W, nt);
 }
 
-/* V[xi][c][t] = (B^T d B)[xi], t = (n, ty, tx) over the batch, points
- * `plane` floats apart. */
-static void wino_inputs(float *restrict V, long plane, const float *restrict in, const pfl_conv_shape *s) {
-    const int TX = s->OW / 2, TY = s->OH / 2, W = s->W;
-    const long T = wino_tiles(s), HW = (long)s->H * W;
-    for (int n = 0; n < s->B; n++)
-        for (int c = 0; c < s->C; c++)
-            for (int ty = 0; ty < TY; ty++)
-                for (int tx = 0; tx < TX; tx += WINO_ROW) {
-                    const int nt = TX - tx < WINO_ROW ? TX - tx : WINO_ROW;
-                    const long t = ((long)n * TY + ty) * TX + tx;
-                    wino_input_row(V + c * T + t, plane, in + ((long)n * s->C + c) * HW + 2L * ty * W + 2 * tx, W, nt);
-                }
-}
 
 /* One tile row's output transform (nt <= WINO_ROW tiles): Y = A^T m A plus
  * the bias into dst (the first tile's top left output), m from M (the first
@@ -422,23 +419,6 @@ static void wino_output_row(float *restrict dst, int OW, const float *restrict M
     else wino_output_row_n(dst, OW, M, plane, nt, bias);
 }
 
-/* out = A^T M A + bias, M's points `plane` floats apart. */
-static void wino_outputs(float *restrict out, const float *restrict M, long plane, const float *b,
-                         const pfl_conv_shape *s) {
-    const int TX = s->OW / 2, TY = s->OH / 2, OW = s->OW;
-    const long T = wino_tiles(s), out_hw = (long)s->OH * OW;
-    for (int oc = 0; oc < s->OC; oc++) {
-        const float bias = b ? b[oc] : 0.0f;
-        for (int n = 0; n < s->B; n++)
-            for (int ty = 0; ty < TY; ty++)
-                for (int tx = 0; tx < TX; tx += WINO_ROW) {
-                    const int nt = TX - tx < WINO_ROW ? TX - tx : WINO_ROW;
-                    const long t = ((long)n * TY + ty) * TX + tx;
-                    wino_output_row(out + ((long)n * s->OC + oc) * out_hw + 2L * ty * OW + 2 * tx, OW,
-                                    M + (long)oc * T + t, plane, nt, bias);
-                }
-    }
-}
 
 /* Samples per block: blocks of about WINO_BLOCK_TILES tiles keep V and M
  * (with U) inside a core's L2; the whole batch's would go out to L3. */
@@ -458,11 +438,11 @@ static void conv_forward_winograd(float *out, float *scratch, const float *in, c
         pfl_conv_shape blk = *s;
         blk.B = s->B - n0 < nb ? s->B - n0 : nb;
         const long T = wino_tiles(&blk);
-        wino_inputs(V, sv, in + (long)n0 * s->C * s->H * s->W, &blk);
+        wino_rows(WINO_INPUT, V, sv, in + (long)n0 * s->C * s->H * s->W, NULL, NULL, &blk);
         for (int xi = 0; xi < 36; xi++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->OC, (int)T, s->C, 1.0f, U + xi * su, s->C,
                         V + xi * sv, (int)T, 0.0f, M + xi * sm, (int)T);
-        wino_outputs(out + (long)n0 * s->OC * s->OH * s->OW, M, sm, b, &blk);
+        wino_rows(WINO_OUTPUT, M, sm, NULL, out + (long)n0 * s->OC * s->OH * s->OW, b, &blk);
     }
 }
 
@@ -542,20 +522,6 @@ static void wino_dout_row(float *restrict dM, long plane, const float *restrict 
     else wino_dout_row_n(dM, plane, src, OW, nt);
 }
 
-/* dM[xi][oc][t] = (A dY A^T)[xi] over the block's tiles, points `plane` floats apart. */
-static void wino_douts(float *restrict dM, long plane, const float *restrict dout, const pfl_conv_shape *s) {
-    const int TX = s->OW / 2, TY = s->OH / 2, OW = s->OW;
-    const long T = wino_tiles(s), out_hw = (long)s->OH * OW;
-    for (int n = 0; n < s->B; n++)
-        for (int oc = 0; oc < s->OC; oc++)
-            for (int ty = 0; ty < TY; ty++)
-                for (int tx = 0; tx < TX; tx += WINO_ROW) {
-                    const int nt = TX - tx < WINO_ROW ? TX - tx : WINO_ROW;
-                    const long t = ((long)n * TY + ty) * TX + tx;
-                    wino_dout_row(dM + oc * T + t, plane, dout + ((long)n * s->OC + oc) * out_hw + 2L * ty * OW + 2 * tx,
-                                  OW, nt);
-                }
-}
 
 /* B = (B^T)^T applied to six values: out[l] = sum_j B^T[j][l] v[j]. */
 #define WINO_BT_ADJOINT(out, v0, v1, v2, v3, v4, v5)                                                                  \
@@ -630,21 +596,27 @@ static void wino_din_row(float *restrict dst, int W, const float *restrict dV, l
     else wino_din_row_n(dst, W, dV, plane, nt);
 }
 
-/* din = the sum over tiles of B dV[.][c][t] B^T in each tile's window, dV's
- * points `plane` floats apart. */
-static void wino_dins(float *restrict din, const float *restrict dV, long plane, const pfl_conv_shape *s) {
-    const int TX = s->OW / 2, TY = s->OH / 2, W = s->W;
-    const long T = wino_tiles(s), HW = (long)s->H * W;
-    memset(din, 0, sizeof(float) * (size_t)s->B * s->C * HW);
+static void wino_rows(wino_pass pass, float *mat, long plane, const float *img, float *img_out, const float *bias,
+                      const pfl_conv_shape *s) {
+    const bool input_side = pass == WINO_INPUT || pass == WINO_DIN;
+    const int CH = input_side ? s->C : s->OC, IW = input_side ? s->W : s->OW, TX = s->OW / 2, TY = s->OH / 2;
+    const long HW = input_side ? (long)s->H * s->W : (long)s->OH * s->OW, T = wino_tiles(s);
     for (int n = 0; n < s->B; n++)
-        for (int c = 0; c < s->C; c++)
+        for (int ch = 0; ch < CH; ch++)
             for (int ty = 0; ty < TY; ty++)
                 for (int tx = 0; tx < TX; tx += WINO_ROW) {
                     const int nt = TX - tx < WINO_ROW ? TX - tx : WINO_ROW;
-                    const long t = ((long)n * TY + ty) * TX + tx;
-                    wino_din_row(din + ((long)n * s->C + c) * HW + 2L * ty * W + 2 * tx, W, dV + c * T + t, plane, nt);
+                    float *m = mat + ch * T + ((long)n * TY + ty) * TX + tx;
+                    const long at = ((long)n * CH + ch) * HW + 2L * ty * IW + 2 * tx;
+                    switch (pass) {
+                    case WINO_INPUT: wino_input_row(m, plane, img + at, IW, nt); break;
+                    case WINO_OUTPUT: wino_output_row(img_out + at, IW, m, plane, nt, bias ? bias[ch] : 0.0f); break;
+                    case WINO_DOUT: wino_dout_row(m, plane, img + at, IW, nt); break;
+                    case WINO_DIN: wino_din_row(img_out + at, IW, m, plane, nt); break;
+                    }
                 }
 }
+
 
 /* out[k * out_step] = (G^T in)[k] for six rows of lanes in, in[j] at in + j * step. */
 static void wino_gt(wino_lanes *restrict out, int out_step, const wino_lanes *restrict in, int step) {
@@ -691,8 +663,8 @@ static void conv_backward_winograd(float *din, float *dw, float alpha, float *sc
         pfl_conv_shape blk = *s;
         blk.B = s->B - n0 < nb ? s->B - n0 : nb;
         const long T = wino_tiles(&blk);
-        wino_inputs(V, sv, in + (long)n0 * s->C * s->H * s->W, &blk);
-        wino_douts(dM, sm, dout + (long)n0 * s->OC * s->OH * s->OW, &blk);
+        wino_rows(WINO_INPUT, V, sv, in + (long)n0 * s->C * s->H * s->W, NULL, NULL, &blk);
+        wino_rows(WINO_DOUT, dM, sm, dout + (long)n0 * s->OC * s->OH * s->OW, NULL, NULL, &blk);
         for (int xi = 0; xi < 36; xi++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->OC, s->C, (int)T, 1.0f, dM + xi * sm, (int)T,
                         V + xi * sv, (int)T, n0 == 0 ? 0.0f : 1.0f, dU + xi * su, s->C);
@@ -700,7 +672,9 @@ static void conv_backward_winograd(float *din, float *dw, float alpha, float *sc
         for (int xi = 0; xi < 36; xi++) /* dV into V, no longer needed */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s->C, (int)T, s->OC, 1.0f, U + xi * su, s->C,
                         dM + xi * sm, (int)T, 0.0f, V + xi * sv, (int)T);
-        wino_dins(din + (long)n0 * s->C * s->H * s->W, V, sv, &blk);
+        float *din_blk = din + (long)n0 * s->C * s->H * s->W;
+        memset(din_blk, 0, sizeof(float) * (size_t)blk.B * s->C * s->H * s->W);
+        wino_rows(WINO_DIN, V, sv, NULL, din_blk, NULL, &blk);
     }
     wino_filter_grads(dw, alpha, dU, s);
 }
