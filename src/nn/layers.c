@@ -307,8 +307,8 @@ static void wino_filters(float *restrict U, const float *restrict w, const pfl_c
 /* One tile row's input transform, nt <= WINO_ROW tiles side by side: src is
  * the top left of their 6-row window (tile k reads columns 2k .. 2k + 5),
  * V the first tile's V[0][c][t], points xi `plane` floats apart. First
- * B^T down the columns (contiguous across the row), then B across (one
- * vector across the tiles), so both passes vectorize. */
+ * B^T down the columns, then B across. In scalars, for partial rows; full
+ * rows take the vector version below. */
 static void wino_input_row_scalar(float *restrict V, long plane, const float *restrict src, int W, int nt) {
     float t[6][2 * WINO_ROW + 4];
     const int cols = 2 * nt + 4;
@@ -327,13 +327,8 @@ static void wino_input_row_scalar(float *restrict V, long plane, const float *re
             for (int j = 0; j < 6; j++) v[j][k] = o[j];
         }
         float *restrict dst = V + 6 * i * plane;
-        if (nt == WINO_ROW) {
-            for (int j = 0; j < 6; j++)
-                for (int k = 0; k < WINO_ROW; k++) dst[j * plane + k] = v[j][k];
-        } else {
-            for (int j = 0; j < 6; j++)
-                for (int k = 0; k < nt; k++) dst[j * plane + k] = v[j][k];
-        }
+        for (int j = 0; j < 6; j++)
+            for (int k = 0; k < nt; k++) dst[j * plane + k] = v[j][k];
     }
 }
 

@@ -45,16 +45,17 @@ typedef struct {
 
 /* Floats of scratch the convolution needs for s->B samples: one sample's
  * unfolded input (C*K*K rows by OH*OW columns), or, for outputs smaller
- * than 64 positions, a group of samples' and their outputs (layers.c); for
- * the Winograd forward (below), its transformed filters and tiles when larger. */
+ * than 64 positions, a group of samples' and their outputs (layers.c); on
+ * the Winograd path (below), its transformed filters, their gradient and a
+ * block of transformed tiles, when larger. */
 long pfl_conv2d_col_floats(const pfl_conv_shape *s);
 
-/* Per sample, one GEMM w[OC][CKK] * col[CKK][OH*OW]. The backward needs the
- * forward's input `in` (it unfolds it again into `col`) and, on the
- * Winograd path, what that forward left in `col` (its transformed filters):
- * call it after the forward of the same `in` and `w`. A convolution
- * without bias (ResNet's) passes b = NULL to the forward and db = NULL to the
- * backward. */
+/* Per sample, one GEMM w[OC][CKK] * col[CKK][OH*OW] (or Winograd, below).
+ * The backward needs the forward's input `in` (it unfolds it again into
+ * `col`) and, on the Winograd path, what that forward left in `col` (its
+ * transformed filters): call it after the forward of the same `in` and `w`.
+ * A convolution without bias (ResNet's) passes b = NULL to the forward and
+ * db = NULL to the backward. */
 void pfl_conv2d_forward(float *out, float *col, const float *in, const float *w, const float *b,
                         const pfl_conv_shape *s);
 void pfl_conv2d_backward(float *din, float *dw, float *db, float *col, const float *dout, const float *in,
