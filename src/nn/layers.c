@@ -246,11 +246,26 @@ static void wino_rows(wino_pass pass, float *mat, long plane, const float *img, 
 /* Tiles in a (full) block of samples. */
 static long wino_block_tiles(const pfl_conv_shape *s) { return (long)wino_block_samples(s) * (s->OH / 2) * (s->OW / 2); }
 
-/* U, dU (the backward's), then V and M of one block of samples. */
-static long wino_floats(const pfl_conv_shape *s) {
+/* The scratch of the Winograd path, one layout for the forward and the
+ * backward: U (kept from the forward for the backward), dU, then V and M
+ * (dM in the backward) of one block of samples; each the 36 matrices of
+ * one kind, `su`, `sv` or `sm` floats apart; dU, V, M and `floats` are
+ * offsets from the start. */
+typedef struct {
+    long su, sv, sm;
+    long dU, V, M, floats;
+} wino_layout;
+
+static wino_layout wino_layout_of(const pfl_conv_shape *s) {
     const long T = wino_block_tiles(s);
-    /* U and dU (the backward's), V, M */
-    return 36 * (2 * wino_stride((long)s->OC * s->C) + wino_stride((long)s->C * T) + wino_stride((long)s->OC * T));
+    wino_layout l = {.su = wino_stride((long)s->OC * s->C),
+                     .sv = wino_stride((long)s->C * T),
+                     .sm = wino_stride((long)s->OC * T)};
+    l.dU = 36 * l.su;
+    l.V = l.dU + 36 * l.su;
+    l.M = l.V + 36 * l.sv;
+    l.floats = l.M + 36 * l.sm;
+    return l;
 }
 
 typedef double wino_lanes[WINO_LANES]; /* double: U rounded once, not at every step of G g G^T */
@@ -277,9 +292,8 @@ static void wino_g(wino_lanes *restrict out, int out_step, const wino_lanes *res
 }
 
 /* U[xi][oc][c] = (G w[oc][c] G^T)[xi], WINO_LANES input channels at once. */
-static void wino_filters(float *restrict U, const float *restrict w, const pfl_conv_shape *s) {
+static void wino_filters(float *restrict U, long plane, const float *restrict w, const pfl_conv_shape *s) {
     const int C = s->C, OC = s->OC;
-    const long plane = wino_stride((long)OC * C);
     for (int oc = 0; oc < OC; oc++)
         for (int c0 = 0; c0 < C; c0 += WINO_LANES) {
             const int lanes = C - c0 < WINO_LANES ? C - c0 : WINO_LANES;
@@ -424,10 +438,10 @@ static int wino_block_samples(const pfl_conv_shape *s) {
 
 static void conv_forward_winograd(float *out, float *scratch, const float *in, const float *w, const float *b,
                                   const pfl_conv_shape *s) {
-    const long su = wino_stride((long)s->OC * s->C), sv = wino_stride((long)s->C * wino_block_tiles(s)),
-               sm = wino_stride((long)s->OC * wino_block_tiles(s));
-    float *U = scratch, *V = U + 72 * su, *M = V + 36 * sv; /* U kept for the backward, dU's room skipped */
-    wino_filters(U, w, s);
+    const wino_layout l = wino_layout_of(s);
+    const long su = l.su, sv = l.sv, sm = l.sm;
+    float *U = scratch, *V = scratch + l.V, *M = scratch + l.M; /* U kept for the backward */
+    wino_filters(U, su, w, s);
     const int nb = wino_block_samples(s);
     for (int n0 = 0; n0 < s->B; n0 += nb) {
         pfl_conv_shape blk = *s;
@@ -628,9 +642,9 @@ static void wino_gt(wino_lanes *restrict out, int out_step, const wino_lanes *re
 }
 
 /* dw[oc][c] += alpha * G^T dU[.][oc][c] G, WINO_LANES input channels at once. */
-static void wino_filter_grads(float *restrict dw, float alpha, const float *restrict dU, const pfl_conv_shape *s) {
+static void wino_filter_grads(float *restrict dw, float alpha, const float *restrict dU, long plane,
+                              const pfl_conv_shape *s) {
     const int C = s->C, OC = s->OC;
-    const long plane = wino_stride((long)OC * C);
     for (int oc = 0; oc < OC; oc++)
         for (int c0 = 0; c0 < C; c0 += WINO_LANES) {
             const int lanes = C - c0 < WINO_LANES ? C - c0 : WINO_LANES;
@@ -649,10 +663,10 @@ static void wino_filter_grads(float *restrict dw, float alpha, const float *rest
  * input gradient. */
 static void conv_backward_winograd(float *din, float *dw, float alpha, float *scratch, const float *dout,
                                    const float *in, const pfl_conv_shape *s) {
-    const long su = wino_stride((long)s->OC * s->C), sv = wino_stride((long)s->C * wino_block_tiles(s)),
-               sm = wino_stride((long)s->OC * wino_block_tiles(s));
+    const wino_layout l = wino_layout_of(s);
+    const long su = l.su, sv = l.sv, sm = l.sm;
     const float *U = scratch; /* the forward's */
-    float *dU = scratch + 36 * su, *V = dU + 36 * su, *dM = V + 36 * sv;
+    float *dU = scratch + l.dU, *V = scratch + l.V, *dM = scratch + l.M;
     const int nb = wino_block_samples(s);
     for (int n0 = 0; n0 < s->B; n0 += nb) {
         pfl_conv_shape blk = *s;
@@ -671,14 +685,15 @@ static void conv_backward_winograd(float *din, float *dw, float alpha, float *sc
         memset(din_blk, 0, sizeof(float) * (size_t)blk.B * s->C * s->H * s->W);
         wino_rows(WINO_DIN, V, sv, NULL, din_blk, NULL, &blk);
     }
-    wino_filter_grads(dw, alpha, dU, s);
+    wino_filter_grads(dw, alpha, dU, su, s);
 }
 
 long pfl_conv2d_col_floats(const pfl_conv_shape *s) {
     const long P = (long)s->OH * s->OW, g = conv_group(s);
     const long unfold = (long)s->C * s->K * s->K * P * g + (g > 1 ? (long)s->OC * P * g : 0);
     /* the backward unfolds in the same buffer */
-    return pfl_conv2d_winograd(s) && wino_floats(s) > unfold ? wino_floats(s) : unfold;
+    const long wino = pfl_conv2d_winograd(s) ? wino_layout_of(s).floats : 0;
+    return wino > unfold ? wino : unfold;
 }
 
 /* The output columns ox whose input column ox*stride - pad + kx lies inside
