@@ -1,4 +1,4 @@
-/* The finite-difference gradient check shared by the layer tests
+/* The finite-difference gradients and their check, shared by the layer tests
  * (test_layers.c, which explains the tolerance) and the text tests. Include
  * after check.h. */
 #ifndef PFL_TESTS_FD_CHECK_H
@@ -35,18 +35,24 @@ static inline void check_grad(const char *what, const float *num, const float *a
           (double)ana[worst_i], rel);
 }
 
-/* Central differences of loss(ctx) in each of the n floats at x (step 1e-2,
- * divided by the step as float rounding actually made it). */
-static inline void fd_gradient(float *num, float *x, long n, double (*loss)(void *), void *ctx) {
-    for (long i = 0; i < n; i++) {
-        const float save = x[i];
-        x[i] = save + 1e-2f;
-        const double lp = loss(ctx);
-        x[i] = save - 1e-2f;
-        const double lm = loss(ctx);
-        x[i] = save;
-        num[i] = (float)((lp - lm) / (((double)save + 1e-2f) - ((double)save - 1e-2f)));
-    }
+typedef double (*loss_fn)(void *ctx);
+
+/* Central difference of f with respect to x[i], dividing by the step that
+ * float rounding actually allowed. */
+static inline double fd_one(float *x, long i, float eps, loss_fn f, void *ctx) {
+    const float save = x[i];
+    const float hi = save + eps, lo = save - eps;
+    x[i] = hi;
+    const double lp = f(ctx);
+    x[i] = lo;
+    const double lm = f(ctx);
+    x[i] = save;
+    return (lp - lm) / ((double)hi - (double)lo);
+}
+
+/* fd_one for each of the n floats at x. */
+static inline void fd_all(float *num, float *x, long n, float eps, loss_fn f, void *ctx) {
+    for (long i = 0; i < n; i++) num[i] = (float)fd_one(x, i, eps, f, ctx);
 }
 
 #endif

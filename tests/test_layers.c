@@ -37,7 +37,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "fd_check.h" /* FD_TOL, check_grad */
+#include "fd_check.h" /* FD_TOL, check_grad, fd_one, fd_all */
 #include "nn/layers.h"
 #include "nn/model.h"
 #include "nn/optim.h"
@@ -88,25 +88,6 @@ static double dot_d(const float *a, const float *b, long n) {
     double s = 0.0;
     for (long i = 0; i < n; i++) s += (double)a[i] * (double)b[i];
     return s;
-}
-
-typedef double (*loss_fn)(void *ctx);
-
-/* Central difference of f with respect to x[i], dividing by the step that
- * float rounding actually allowed. */
-static double fd_one(float *x, long i, float eps, loss_fn f, void *ctx) {
-    const float save = x[i];
-    const float hi = save + eps, lo = save - eps;
-    x[i] = hi;
-    double lp = f(ctx);
-    x[i] = lo;
-    double lm = f(ctx);
-    x[i] = save;
-    return (lp - lm) / ((double)hi - (double)lo);
-}
-
-static void fd_all(float *num, float *x, long n, float eps, loss_fn f, void *ctx) {
-    for (long i = 0; i < n; i++) num[i] = (float)fd_one(x, i, eps, f, ctx);
 }
 
 /* Forward outputs against a double reference: |a - ref| <= tol * max|ref|. */

@@ -29,7 +29,7 @@
 
 #include "algos/algos.h"
 #include "check.h"
-#include "fd_check.h" /* FD_TOL, check_grad, fd_gradient */
+#include "fd_check.h" /* FD_TOL, check_grad, fd_all */
 #include "data/data.h"
 #include "fl/fl.h"
 #include "nn/layers.h"
@@ -119,7 +119,7 @@ static void test_embed_layer(int pad) {
     CHECK(worst <= 1e-6, "embedding mean forward off by %.3e", worst);
     memset(dtable, 0, sizeof dtable);
     pfl_embed_mean_backward(dtable, r, ids, B, L, V, D, pad);
-    fd_gradient(num, table, V * D, embed_loss, &c);
+    fd_all(num, table, V * D, 1e-2f, embed_loss, &c);
     if (pad == 0) /* FD sees the padding row (skipped by the forward) as constant, as the backward must */
         check_grad("embedding table (padding_idx 0)", num, dtable, V * D);
     else
@@ -242,7 +242,7 @@ static void test_fasttext_fd(void) {
     model_ctx c = {ws, p, x, y, B};
     model_loss(&c);
     pfl_backward(ws, p, y, g);
-    fd_gradient(num, p, (long)m.num_params, model_loss, &c);
+    fd_all(num, p, (long)m.num_params, 1e-2f, model_loss, &c);
     for (int t = 0; t < m.num_tensors; t++) {
         const pfl_tensor *tt = &m.tensors[t];
         /* the padding row is constant in the forward (skipped); FD agrees on 0 */
