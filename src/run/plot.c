@@ -223,12 +223,15 @@ int pfl_plot_curves(char **dirs, char **labels, int n, const pfl_plot_options *o
         if (write_curve_data(&c, i, &cv[i], o->minmax)) goto close;
     FILE *f = canvas_file(&c, "plot.gp");
     if (!f) goto close;
-    script_begin(f, &c, 960, 600);
+    script_begin(f, &c, 1200, 600);
     if (o->title) fputs("set title ", f), gp_quote(f, o->title), fputc('\n', f);
     int last = 1; /* whole-round tics, about ten of them */
     for (int i = 0; i < n; i++) last = cv[i].n && cv[i].round[cv[i].n - 1] > last ? cv[i].round[cv[i].n - 1] : last;
     fprintf(f, "set xrange [0:%d]\nset xtics %d\nset yrange [0:100]\n", last, (last + 9) / 10);
-    fputs("set xlabel 'round'\nset ylabel 'accuracy (%)'\nset grid\nset key bottom right box opaque\n", f);
+    fputs("set xlabel 'round'\nset ylabel 'accuracy (%)'\nset grid\n", f);
+    /* the legend beside the frame, not over it: with a dozen curves a key
+     * inside covered the late rounds where the methods differ */
+    fputs("set key outside right top box\n", f);
     fputs("set style fill transparent solid 0.2 noborder\nset datafile missing 'NaN'\n", f);
     if (multi) { /* what the band is, said on the picture */
         fputs("set label 1 ", f);
@@ -243,7 +246,7 @@ int pfl_plot_curves(char **dirs, char **labels, int n, const pfl_plot_options *o
     }
     if (first) fputs("plot NaN notitle", f); /* nothing finite: an empty frame says so */
     fputc('\n', f);
-    rc = script_end_and_draw(f, &c, 960, 600);
+    rc = script_end_and_draw(f, &c, 1200, 600);
 close:
     canvas_close(&c);
 done:

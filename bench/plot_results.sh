@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Draws the accuracy curves of the tables in docs/results.md from their run
+# folders (docs/results/NAME/METHOD/metrics.jsonl): one picture per table,
+# docs/results/NAME/curves.png (embedded in docs/results.md) and curves.svg
+# (not committed: .gitignore), personalized accuracy solid, global dashed.
+#
+# Usage: bench/plot_results.sh [NAME...]   (default: every table listed below)
+# Env PFL (default build/pfl, built first).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -n "${PFL:-}" ] || { make -s build/pfl; PFL=build/pfl; }
+
+# NAME|title (rounds and seeds as the table's heading says)
+tables='
+pfedcfr-mnist|pFedCFR Table II, MNIST dnn, 100 rounds, seed 1
+pfedcfr-fmnist|pFedCFR Table II, Fashion-MNIST dnn, 100 rounds, seed 1
+pfedcfr-cifar10|pFedCFR Table II, CIFAR-10 cnn, 100 rounds, seed 1
+fmnist-pat2-r50|Fashion-MNIST pat:2, 20 clients, cnn, 50 rounds, seed 1
+fmnist-pat2-r20|Fashion-MNIST pat:2, 20 clients, cnn, 20 rounds, seed 1
+cifar10-dir01|CIFAR-10 dir:0.1, 20 clients, cnn, 20 rounds, seed 1
+fedalp-mnist|FedALP, one-label MNIST, mlp, 100 clients, 20 rounds, seed 1
+fedalp-fmnist|FedALP, one-label Fashion-MNIST, mlp, 100 clients, 20 rounds, seed 1
+tsdp-cifar10-pat2-r10|FedTSDP setting, CIFAR-10 pat:2, tsdp-cnn, 10 rounds, seed 1
+tsdp-cifar10-dir0.2-r10|FedTSDP setting, CIFAR-10 dir:0.2, tsdp-cnn, 10 rounds, seed 1
+tsdp-cifar10-dir0.5-r10|FedTSDP setting, CIFAR-10 dir:0.5, tsdp-cnn, 10 rounds, seed 1
+'
+wanted=" $* "
+status=0
+while IFS='|' read -r name title; do
+    [ -n "$name" ] || continue
+    [ $# -eq 0 ] || [[ "$wanted" == *" $name "* ]] || continue
+    dir=docs/results/$name
+    runs=()
+    for m in "$dir"/*/; do
+        [ -f "$m/metrics.jsonl" ] && runs+=("${m%/}")
+    done
+    if [ ${#runs[@]} -eq 0 ]; then
+        echo "plot_results.sh: $dir: no run folders with metrics.jsonl" >&2
+        status=1
+        continue
+    fi
+    labels=$(for r in "${runs[@]}"; do basename "$r"; done | paste -sd,)
+    "$PFL" plot "${runs[@]}" --labels "$labels" --title "$title" --out "$dir/curves"
+    echo "$dir/curves.png"
+done <<<"$tables"
+exit $status
