@@ -259,6 +259,20 @@ static void tsdp_receive(pfl_fl *fl, int client, const float *state, float *rece
                    m->layers[l].state_length * sizeof(float));
 }
 
+/* "the server sends clustered (shared) global model w_{L_j^s} (...) the
+ * updated model parameters w_i will be returned back to the server": down is
+ * the cluster's shared prefix (and the statistics that go with it), up the
+ * whole model, which stage one runs on the public data. Counted before the
+ * round's aggregation shrinks L_s, so down is what this round sent. */
+static void tsdp_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
+    const pfl_fedtsdp_state *s = fl->algo_state;
+    pfl_default_message_bytes(fl, client, sent, down, up); /* up: the whole vector (whole_uploads) */
+    uint64_t floats = s->shared_end;
+    for (int l = 0; l < fl->model->num_layers; l++)
+        if (tsdp_stats_shared(fl, s, l)) floats += fl->model->layers[l].state_length;
+    *down = 4 * floats;
+}
+
 /* ---- stage one ---- */
 
 /* |D_B| distinct public samples drawn with probabilities proportional to W. */
@@ -583,6 +597,7 @@ const pfl_algo pfl_algo_fedtsdp = {
     .receive = tsdp_receive,
     .whole_uploads = true, /* MPI: its aggregate reads whole uploads */
     .aggregate = tsdp_aggregate,
+    .message_bytes = tsdp_message_bytes,
     .report = tsdp_report,
     .save = tsdp_save,
     .load = tsdp_load,

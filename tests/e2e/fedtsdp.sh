@@ -40,4 +40,14 @@ awk -v l="$ls_last" 'BEGIN { exit !(l < 2) }' && pass "pat:2: L_s shrank to $ls_
 [ "$(tail -1 "$m" | grep -o '"shrinks":[0-9]*')" = "\"shrinks\":$(grep -c '"shrunk":true' "$m")" ] &&
     pass "pat:2: shrinks counted per round ($(tail -1 "$m" | grep -o '"shrinks":[0-9]*'))" || fail "pat:2: shrink count"
 json_field clustering_rounds "$TMP/pat:2/summary.json" >/dev/null || fail "summary without clustering_rounds"
+# bytes: down is the cluster's shared prefix as it was when the round began
+# (the shared_params the round before reports), up the whole model; 20
+# clients, 4 bytes a float, mlp has no running statistics
+bytes_ok=$(awk -F'[{:,}]' '{ for (i = 1; i < NF; i++) v[$i] = $(i + 1)
+        if (v["\"round\""] > 0 && (v["\"bytes_down\""] != 80 * prev || v["\"bytes_up\""] != 80 * 159010)) bad++
+        if (v["\"round\""] > 0 && v["\"bytes_down\""] < v["\"bytes_up\""]) smaller++
+        prev = v["\"shared_params\""] }
+    END { print (bad == 0 && smaller > 0) ? "yes" : "no" }' "$m")
+[ "$bytes_ok" = yes ] && pass "pat:2: bytes down = the shared prefix sent, up = the whole model" ||
+    fail "pat:2: bytes: $(grep -o '"bytes_down":[0-9]*,"bytes_up":[0-9]*' "$m" | tr '\n' ' ')"
 finish
