@@ -65,6 +65,7 @@ pfl_config fuzz_run_config(int which, const pfl_algo **algo, int *public_samples
     pfl_modules_config *mod = &c.modules;
     mod->ala_p = 1, mod->ala_s = 80, mod->ala_eta = 1.0f, mod->ala_threshold = 10.0f, mod->ala_max_epochs = 12; /* converges after the 10 it judges on */
     a->ft_epochs = 1, a->perfedavg_steps = 1, a->php_mu = 0.9f, a->php_lambda = 0.01f;
+    a->gpfl_lambda = 0.01f, a->gpfl_mu = 0.1f; /* issue 16: GPFL's magnitude guidance and weight decay on */
     if (*algo == &pfl_algo_perfedavg) c.momentum = 0.0f; /* Per-FedAvg's steps are plain gradient steps */
     if (*algo == &pfl_algo_cfl || *algo == &pfl_algo_fedtsdp || *algo == &pfl_algo_apple) c.join = 1.0;
     if (*algo == &pfl_algo_fedtsdp) *public_samples = 10, a->tsdp_public = 10;

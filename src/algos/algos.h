@@ -28,8 +28,9 @@ extern const pfl_algo pfl_algo_lgfedavg;
 extern const pfl_algo pfl_algo_fedbabu;
 extern const pfl_algo pfl_algo_apfl;
 extern const pfl_algo pfl_algo_fedrod;
-/* ... and the ones with extra parameter blocks: FedCP */
+/* ... and the ones with extra parameter blocks: FedCP, GPFL */
 extern const pfl_algo pfl_algo_fedcp;
+extern const pfl_algo pfl_algo_gpfl;
 
 /* APFL's pieces (apfl.c), for its tests: out = alpha v + (1 - alpha) w over
  * n floats; the alpha step alpha - lr <v - w, grad_mix> clipped to [0, 1]. */
@@ -65,6 +66,55 @@ float pfl_fedcp_sample(const pfl_fedcp_view *v, const float *ctx, const float *h
 /* weight x PFLlib's MMD (rbf, bandwidths 10, 15, 20, 50) of the B x D
  * features x against y; with dx non-NULL adds its gradient wrt x. */
 float pfl_fedcp_mmd(const float *x, const float *y, int B, int D, float weight, float *dx);
+
+/* GPFL's pieces (gpfl.c), for its tests. A conditional net of the valve
+ * (CoV): nn.Sequential(Linear(D, D), ReLU, LayerNorm(D)), its D x D weight,
+ * D biases, D LayerNorm weights and D LayerNorm biases. */
+typedef struct {
+    const float *w, *b, *ln_w, *ln_b;
+} pfl_gpfl_net;
+typedef struct {
+    float *w, *b, *ln_w, *ln_b;
+} pfl_gpfl_net_grads;
+/* The parts of a model vector GPFL reads: the head (the backbone's output
+ * layer, C x D weight and C biases), the category embeddings (C x D), the
+ * valve's two nets, and the client's generic and personalized conditions
+ * (D each); the same shape over gradients (no conditions: they are no
+ * parameters of the loss). */
+typedef struct {
+    int D, C;
+    const float *head_w, *head_b, *emb;
+    pfl_gpfl_net gamma, beta;
+    const float *cond_g, *cond_p;
+} pfl_gpfl_view;
+typedef struct {
+    float *head_w, *head_b, *emb;
+    pfl_gpfl_net_grads gamma, beta;
+} pfl_gpfl_grads;
+/* cond = sum_c weight[c] emb[c] (D): the generic condition with weights
+ * 1/C, the personalized one with the client's share of each class. */
+void pfl_gpfl_condition(const float *emb, const float *weight, int C, int D, float *cond);
+/* The valve: out = ReLU(h * (1 + gamma(cond)) + beta(cond)) for B rows of
+ * D features, gamma and beta the two nets on cond. scratch: 6 D + 2 floats. */
+void pfl_gpfl_valve(const pfl_gpfl_view *v, const float *cond, const float *h, int B, float *out, float *scratch);
+/* The angle-level guidance: the mean over B rows of x of the cross-entropy
+ * of the softmax over cos(x, emb_c) (F.normalize on both); with dx / demb
+ * non-NULL adds its gradients there. scratch: pfl_gpfl_angle_scratch. */
+size_t pfl_gpfl_angle_scratch(int C, int D);
+float pfl_gpfl_angle_loss(const float *x, const float *emb, const uint8_t *y, int B, int C, int D, float *dx,
+                          float *demb, float *scratch);
+/* The magnitude-level guidance: lambda ||x - emb[y]|| over the whole B x D
+ * batch (torch.norm, not squared, not averaged); dx as above. */
+float pfl_gpfl_magnitude_loss(const float *x, const float *emb, const uint8_t *y, int B, int D, float lambda,
+                              float *dx);
+/* GPFL's loss of B samples with features h: cross-entropy of the head on
+ * CoV(h, cond_p) (its logits, B x C, into `logits`) + the angle-level
+ * guidance of CoV(h, cond_g) toward v->emb + the magnitude-level one toward
+ * emb_frozen (the embeddings as received). With g non-NULL adds the
+ * gradients into g and dh (B x D). scratch: pfl_gpfl_scratch(B, C, D). */
+size_t pfl_gpfl_scratch(int B, int C, int D);
+float pfl_gpfl_loss(const pfl_gpfl_view *v, const float *emb_frozen, float lambda, const float *h, const uint8_t *y,
+                    int B, float *logits, const pfl_gpfl_grads *g, float *dh, float *scratch);
 
 /* ---- issue 15, part a: FedAvg-C, FedProx-C (src/algos/fedavg_c.c), Per-FedAvg, FedPHP ---- */
 extern const pfl_algo pfl_algo_fedavg_c;

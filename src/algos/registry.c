@@ -16,6 +16,7 @@ const pfl_algo *const pfl_algos[] = {&pfl_algo_fedavg, &pfl_algo_local, &pfl_alg
                                      &pfl_algo_fedtsdp,
                                      /* issue 16 */
                                      &pfl_algo_lgfedavg, &pfl_algo_fedbabu, &pfl_algo_apfl, &pfl_algo_fedrod, &pfl_algo_fedcp,
+                                     &pfl_algo_gpfl,
                                      /* issue 15, part a */
                                      &pfl_algo_fedavg_c, &pfl_algo_fedprox_c, &pfl_algo_perfedavg, &pfl_algo_fedphp,
                                      /* issue 15: FedFomo, APPLE, PartialFed */

@@ -66,6 +66,8 @@ typedef struct {
     int fine_tune_epochs;   /* fedbabu: whole-model fine-tuning epochs of the personalized model */
     float apfl_alpha;       /* apfl: initial mixing weight of the local model */
     float fedcp_lambda;     /* fedcp: weight of the MMD between the trained and the received features */
+    float gpfl_lambda;      /* gpfl: weight of the magnitude-level guidance ||f_G - e_y|| */
+    float gpfl_mu;          /* gpfl: weight decay of the CoV and GCE parameters */
     /* ---- issue 15, part a: FedAvg-C, FedProx-C, Per-FedAvg, FedPHP ---- */
     int ft_epochs;          /* fedavg-c, fedprox-c: epochs of fine-tuning of the received model */
     float perfedavg_alpha;  /* perfedavg: alpha, the personalization step (0: --lr) */

@@ -322,6 +322,8 @@ void pfl_model_init_params(const pfl_model *m, float *params, pfl_rng *rng) {
         float *p = params + layer->offset;
         if (layer->init == PFL_INIT_ZERO) {
             memset(p, 0, sizeof(float) * layer->length);
+        } else if (layer->init == PFL_INIT_NORMAL) {
+            for (size_t i = 0; i < layer->length; i++) p[i] = (float)pfl_rng_normal(rng);
         } else if (layer->init == PFL_INIT_EMBEDDING) {
             init_embedding(&m->ops[0], p, rng); /* the embedding is always the first op */
         } else if (layer->init == PFL_INIT_BATCHNORM) {

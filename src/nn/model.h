@@ -62,6 +62,8 @@ typedef enum {
     PFL_INIT_BATCHNORM,    /* weight 1, bias 0 (running mean 0, running variance 1) */
     PFL_INIT_EMBEDDING,    /* nn.Embedding: standard normal, the padding row zero */
     PFL_INIT_ZERO,         /* zeros (an extra block its method fills, e.g. from another layer) */
+    PFL_INIT_NORMAL,       /* standard normal over the whole span: an extra block that is an nn.Embedding without
+                            * padding (GPFL's category embeddings) */
 } pfl_init_kind;
 
 typedef struct {

@@ -28,6 +28,8 @@ cases=(
     "lgfedavg" "fedbabu --fine-tune-epochs 1" "apfl --apfl-alpha 0.5" "fedrod"
     # extra parameter blocks: FedCP's personal head (client store) and policy (global model), with FLAYER's mask
     "fedcp" "fedcp --flayer-mask --join 0.6"
+    # GPFL's CoV and GCE (global model), personal head and conditions (client store), with FLAYER's head mix and mask
+    "gpfl" "gpfl --flayer-agg --flayer-mask --join 0.6"
     "fedavg-c" "fedprox-c" "perfedavg --perfedavg-hf" "fedphp --ala"
     # issue 15: the server's models and P (FedFomo), cores and DR vectors (APPLE, cross-silo), strategies (PartialFed)
     "fedfomo --fomo-m 3"
@@ -36,7 +38,7 @@ cases=(
 )
 # under the sanitizers (several times slower) a sample: client state, ALA,
 # FLAYER's modules, clustering and server-side fusion
-[ "${PFL_SANITIZED:-0}" = 1 ] && cases=("fedala" "flayer" "fedalp --groups 2 --warmup 1" "fedtsdp --join 1 --tsdp-hth 0" "fedcp")
+[ "${PFL_SANITIZED:-0}" = 1 ] && cases=("fedala" "flayer" "fedalp --groups 2 --warmup 1" "fedtsdp --join 1 --tsdp-hth 0" "fedcp" "gpfl")
 
 strip_metrics() { sed -E 's/"(seconds|eval_seconds)":[^,}]*//g' "$1"; }
 strip_summary() { grep -Ev '"(threads|seconds_per_round|train_samples_per_second|total_seconds|peak_rss_bytes|ala_start_seconds)"' "$1"; }

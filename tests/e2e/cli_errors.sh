@@ -33,7 +33,9 @@ expect_usage "fedfomo --ala" "--ala" run --algo fedfomo --ala --out "$TMP/never1
 expect_usage "apple --ala" "--ala" run --algo apple --ala --out "$TMP/never2"
 expect_usage "apple --join 0.5" "--join 0.5" run --algo apple --join 0.5 --out "$TMP/never3"
 expect_usage "apple --apple-scheduler" "--apple-scheduler" run --algo apple --apple-scheduler linear --out "$TMP/never4"
-[ ! -e "$TMP/never1" ] && [ ! -e "$TMP/never3" ] && pass "refused runs wrote nothing" || fail "a refused run wrote its --out"
+# issue 16: GPFL's output runs through its valve, so ALA's weights (learned on the backbone's output) are refused
+expect_usage "gpfl --ala" "--ala" run --algo gpfl --ala --out "$TMP/never5"
+[ ! -e "$TMP/never1" ] && [ ! -e "$TMP/never3" ] && [ ! -e "$TMP/never5" ] && pass "refused runs wrote nothing" || fail "a refused run wrote its --out"
 expect_error "missing data dir" "/nonexistent" run --data mnist --data-dir /nonexistent/pfl-data
 
 # Corrupt data files: wrong magic, truncation, labels out of range.

@@ -51,12 +51,15 @@ refused() {
         # issue 15: they download multiple client models (FedALA, Table 4) and send uploads on whole
         "fedfomo --ala" | "fedfomo --flayer-agg" | "fedfomo --flayer-mask" | "apple --ala" | "apple --flayer-agg" | \
             "apple --flayer-mask") printf '%s\n' "$2" ;;
+        # issue 16: GPFL's output runs through its valve; ALA learns on the backbone's output head(h)
+        "gpfl --ala") printf '%s\n' --ala ;;
     esac
 }
 
 algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
     fedavg-c fedprox-c perfedavg fedphp
-    fedfomo apple partialfed)
+    fedfomo apple partialfed
+    gpfl)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)
@@ -117,7 +120,7 @@ fi
 
 # Stateful and server-side personalized methods give the same model on 1 and
 # 2 threads.
-algos=(fedala flayer fedrep ditto fedalp fedamp pfedcfr fedavg-c perfedavg fedphp)
+algos=(fedala flayer fedrep ditto fedalp fedamp pfedcfr fedavg-c perfedavg fedphp gpfl)
 # under the sanitizers (several times slower) a sample that still covers
 # client state, modules and server-side fusion
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(fedala pfedcfr)

@@ -8,8 +8,8 @@
 # model with --bn shared and --bn local (running statistics travel only when
 # shared); checkpoints are refused under mpirun with one line. Skipped (exit
 # 77) when pfl was built without MPI or mpirun is missing. Under the
-# sanitizers five methods run (dense, masked, fused and clustered uploads,
-# and drops), with LeakSanitizer off: Open MPI keeps allocations until exit
+# sanitizers seven cases run (dense, masked, fused and clustered uploads,
+# drops, and extra parameter blocks), with LeakSanitizer off: Open MPI keeps allocations until exit
 # that LeakSanitizer reports as leaks.
 . tests/e2e/lib.sh
 
@@ -81,6 +81,7 @@ case_flags() {
         drop_fedper) echo --algo fedper --join 0.6 --drop-rate 0.3 ;;
         # extra parameter blocks travel as shared layers do, whole under FLAYER's mask
         fedcp_mask) echo --algo fedcp --join 0.6 --flayer-mask ;;
+        gpfl_mask) echo --algo gpfl --join 0.6 --flayer-mask --flayer-lr ;;
         # AG News: 1,600 rows of the test split over 4 clients
         fasttext) echo --data agnews --data-dir "$agnews_dir" --model fasttext:2000:32 --partition iid --clients 4 \
             --public 6000 --lr 0.5 --join 0.6 ;;
@@ -101,12 +102,12 @@ fi
 text=()
 [ -f "$agnews_dir/agnews/test.csv" ] && text=(fasttext) || echo "no AG News: the fasttext case is left out"
 if [ "${PFL_SANITIZED:-0}" = 1 ]; then
-    cases=(fedavg flayer pfedcfr fedalp drop_fedavg fedcp)
+    cases=(fedavg flayer pfedcfr fedalp drop_fedavg fedcp gpfl)
     twice=(fedavg)
 else
     cases=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
         fedprox_ala fedavg_literal fedper_mask ditto_agg fedamp_ala pfedcfr_after_train ditto_file drop_fedavg drop_fedalp
-        drop_cfl drop_fedper lgfedavg fedbabu apfl fedrod fedcp fedcp_mask
+        drop_cfl drop_fedper lgfedavg fedbabu apfl fedrod fedcp fedcp_mask gpfl gpfl_mask
         fedavg-c fedprox-c perfedavg fedphp perfedavg_hf_ala fedphp_agg fedfomo apple_silo partialfed
         "${text[@]}" bn_shared bn_local)
     twice=(fedavg fedala fedalp pfedcfr flayer drop_cfl)

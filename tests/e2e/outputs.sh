@@ -57,6 +57,19 @@ for algo in fedavg-c fedprox-c perfedavg fedphp; do
     [ "$got" = "$want" ] && pass "$algo: the client store holds $want bytes" ||
         fail "$algo: client_state_bytes $got, want $want"
 done
+# Issue 16: GPFL adds its valve (CoV: two Linear(200, 200) + LayerNorm(200),
+# 81200 floats) and category embeddings (GCE: 10 x 200) to what travels, the
+# extractor (fc1: 157000); the head (fc: 2010) and the two conditions (2 x
+# 200) stay with each client, and summary.json counts all of them.
+"$PFL" run --algo gpfl "${common[@]}" --out "$TMP/bytes-gpfl" || fail "gpfl run failed"
+s_gpfl="$TMP/bytes-gpfl/summary.json" want=$(((157000 + 81200 + 2000) * 4 * 8))
+[ "$(json_field bytes_down_per_round "$s_gpfl")" = $want ] && [ "$(json_field bytes_up_per_round "$s_gpfl")" = $want ] &&
+    pass "gpfl: extractor, CoV and GCE, $want bytes each way per round" || fail "gpfl bytes: $(grep bytes "$s_gpfl")"
+[ "$(json_field params "$s_gpfl")" = $((159010 + 83200 + 400)) ] && [ "$(json_field extra_params_shared "$s_gpfl")" = 83200 ] &&
+    [ "$(json_field extra_params_per_client "$s_gpfl")" = 400 ] && pass "gpfl: 83200 shared and 400 per-client parameters added" ||
+    fail "gpfl params: $(grep params "$s_gpfl")"
+[ "$(json_field client_state_bytes "$s_gpfl")" = $(((2010 + 400) * 4 * 8)) ] && pass "gpfl: the client store holds heads and conditions" ||
+    fail "gpfl: client_state_bytes $(json_field client_state_bytes "$s_gpfl")"
 grep -q '"bytes_down":' "$TMP/bytes-fedavg/metrics.jsonl" && grep -q '"bytes_up":' "$TMP/bytes-fedavg/metrics.jsonl" &&
     pass "metrics has bytes_down and bytes_up" || fail "metrics lacks message bytes"
 # Memory (issue 19): the peak resident memory, and what the client store
