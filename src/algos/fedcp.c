@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "algos/algos.h"
+#include "modules/modules.h" /* pfl_flayer_layer_lrs */
 #include "util/err.h"
 
 #define LN_EPS 1e-5 /* nn.LayerNorm's default */
@@ -248,7 +249,7 @@ static int argmax(const float *z, int C) {
  * trained model, the policy and both heads per sample, the backward into
  * every trained part, one SGD step on all but the global head. */
 static float train_batch(pfl_fl *fl, pfl_worker *w, float *model, const float *base, int B, fedcp_buffers *b,
-                         pfl_rng *dropout, pfl_rng *noise, float lr, long *correct) {
+                         pfl_rng *dropout, pfl_rng *noise, float lr, float *lrs, long *correct) {
     const pfl_model *m = fl->model;
     const int out = head_g_row(m), D = feature_dim(m), C = m->classes;
     pfl_forward(w->ws, base, w->x, B, true, dropout);
@@ -269,9 +270,13 @@ static float train_batch(pfl_fl *fl, pfl_worker *w, float *model, const float *b
     }
     loss = loss / B + pfl_fedcp_mmd(h, b->base_h, B, D, fl->cfg.algo.fedcp_lambda, b->dh);
     pfl_backward_below(w->ws, model, out, b->dh, w->grads);
-    const pfl_sgd opt = {lr, fl->cfg.momentum, fl->cfg.weight_decay};
+    /* --flayer-lr: FLAYER's per-layer rates of the backbone, from the
+     * first batch's gradients (lrs[0] < 0 until then); the blocks after
+     * the backbone (personal head, policy) keep the base rate */
+    if (lrs && lrs[0] < 0.0f) pfl_flayer_layer_lrs(lrs, m, w->grads, lr);
     for (int l = 0; l < pfl_model_rows(m); l++) {
         if (l == out) continue; /* the global head is frozen (PFLlib: requires_grad False) */
+        const pfl_sgd opt = {lrs && l < m->num_layers ? lrs[l] : lr, fl->cfg.momentum, fl->cfg.weight_decay};
         const size_t off = m->layers[l].offset;
         pfl_sgd_step(model + off, w->grads + off, w->velocity + off, m->layers[l].length, &opt);
     }
@@ -299,13 +304,15 @@ static void fedcp_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl
     const int passes = budget > 0 ? (int)((budget + per_pass - 1) / per_pass) : fl->cfg.epochs;
     long steps_left = budget > 0 ? budget : -1;
     const float lr = pfl_round_lr(fl);
+    float lrs[PFL_MAX_LAYERS] = {-1.0f}; /* --flayer-lr: set by the first batch */
     for (int epoch = 0; epoch < passes && per_pass > 0; epoch++) {
         long correct = 0, seen = 0;
         pfl_rng_shuffle(&shuffle, w->order, (size_t)cd->n_train);
         for (int start = 0; start < cd->n_train && steps_left != 0; start += batch, steps_left--) {
             const int B = cd->n_train - start < batch ? cd->n_train - start : batch;
             pfl_dataset_gather(fl->data, w->order + start, B, w->x, w->y);
-            const float loss = train_batch(fl, w, model, base, B, &b, &dropout, &noise, lr, &correct);
+            const float loss = train_batch(fl, w, model, base, B, &b, &dropout, &noise, lr,
+                                           fl->cfg.modules.flayer_lr ? lrs : NULL, &correct);
             stats->loss_sum += (double)loss * B;
             stats->samples += B, seen += B;
         }
@@ -357,6 +364,17 @@ static const pfl_param fedcp_params[] = {
      .help = "weight lambda of the MMD between the trained and the received extractor's features"},
 };
 
+/* ALA learns its mixing weights by the loss of the backbone's own output,
+ * head_g(h); FedCP's output routes h through the policy to both heads, so
+ * the weights would serve a network FedCP never runs. */
+static int fedcp_check(const pfl_config *cfg) {
+    if (cfg->modules.ala)
+        return pfl_err("--ala: fedcp's output is its policy's mix of a personal and a global head, "
+                       "head_p(h*pm) + head_g(h*gm); ALA learns its weights on the backbone's own output head_g(h), "
+                       "a network fedcp never runs");
+    return 0;
+}
+
 const pfl_algo pfl_algo_fedcp = {
     .name = "fedcp",
     .description = "FedCP: a conditional policy routes each sample's features to a personal and a global head",
@@ -365,6 +383,7 @@ const pfl_algo pfl_algo_fedcp = {
     .stateful = true,
     .personal = pfl_personal_unshared, /* the personal head block */
     .blocks = fedcp_blocks,
+    .check = fedcp_check,
     .create = fedcp_create,
     .receive = fedcp_receive,
     .local_train = fedcp_train,

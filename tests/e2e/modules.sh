@@ -30,6 +30,9 @@ algo_flags() {
         cfl) echo --cfl-eps1 1e9 --cfl-eps2 0 --cfl-warmup 1 ;;
         fedtsdp) echo --public 500 --tsdp-hth 0 ;;
         partialfed) echo --pf-fm 1 --pf-fs 1 ;; # 5 batches a round: the default 8 + 2 would never train the strategy
+        # one label per client gives balanced softmax a zero loss (the absent
+        # classes' offsets are log 0), so the generic model would never move
+        fedrod) echo --partition dir:0.3 --local-steps 5 ;;
     esac
 }
 # the modules a method switches on by itself (the flag would change nothing)
@@ -51,15 +54,16 @@ refused() {
         # issue 15: they download multiple client models (FedALA, Table 4) and send uploads on whole
         "fedfomo --ala" | "fedfomo --flayer-agg" | "fedfomo --flayer-mask" | "apple --ala" | "apple --flayer-agg" | \
             "apple --flayer-mask") printf '%s\n' "$2" ;;
-        # issue 16: GPFL's output runs through its valve; ALA learns on the backbone's output head(h)
-        "gpfl --ala") printf '%s\n' --ala ;;
+        # issue 16: GPFL and FedCP route features through a valve or a policy, ALA learns on
+        # the backbone's output head(h); APFL trains with its own steps
+        "gpfl --ala" | "fedcp --ala" | "apfl --flayer-lr") printf '%s\n' "$2" ;;
     esac
 }
 
 algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
     fedavg-c fedprox-c perfedavg fedphp
     fedfomo apple partialfed
-    gpfl)
+    fedcp gpfl fedrod fedbabu lgfedavg apfl)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)
