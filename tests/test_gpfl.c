@@ -6,6 +6,9 @@
  *  - every gradient of GPFL's batch loss (into the features, the head, the
  *    embeddings and both conditional nets) and of the angle-level guidance
  *    alone against central differences;
+ *  - the batch loss against its parts summed by hand over a batch of 3 (the
+ *    personalized route into the head, the generic route into the guidance,
+ *    means over the batch, the magnitude term's norm over the whole batch);
  *  - the blocks in a round of two clients: rows and sharing rules, the head
  *    never uploaded (the global head stays the initial one), the extractor,
  *    CoV and GCE the 4 : 6 mean of what the clients trained, and each
@@ -176,6 +179,63 @@ static void test_gradients(void) {
 }
 
 /* The blocks in a round of two clients (dnn: fc1 16 -> 100, fc 100 -> 3). */
+/* The whole batch loss from its parts, each summed here in double over a
+ * batch of B = 3 with two different conditions: the cross-entropy of the
+ * head on the personalized route CoV(h, p), the mean over the batch, plus
+ * the angle-level guidance on the generic route CoV(h, g) (the mean of
+ * -log softmax_c cos(f_G, e_c) at the label), plus lambda times the norm of
+ * f_G - e_y over the whole batch. With the conditions swapped the loss
+ * differs, so a swap of the routes would fail here. */
+static double hand_loss(const batch_params *s, const pfl_gpfl_view *v, float lambda) {
+    float fp[B * D], fg[B * D], scratch[512];
+    pfl_gpfl_valve(v, v->cond_p, s->h, B, fp, scratch);
+    pfl_gpfl_valve(v, v->cond_g, s->h, B, fg, scratch);
+    double ce = 0.0, angle = 0.0, sq = 0.0;
+    for (int n = 0; n < B; n++) {
+        double z[C], zmax = -1e300, sum = 0.0;
+        for (int c = 0; c < C; c++) {
+            z[c] = s->head_b[c];
+            for (int d = 0; d < D; d++) z[c] += (double)s->head_w[c * D + d] * fp[n * D + d];
+            zmax = z[c] > zmax ? z[c] : zmax;
+        }
+        for (int c = 0; c < C; c++) sum += exp(z[c] - zmax);
+        ce += -(z[labels[n]] - zmax - log(sum));
+        double nx = 0.0, cosv[C], csum = 0.0;
+        for (int d = 0; d < D; d++) nx += (double)fg[n * D + d] * fg[n * D + d];
+        for (int c = 0; c < C; c++) {
+            double dot = 0.0, ne = 0.0;
+            for (int d = 0; d < D; d++) dot += (double)fg[n * D + d] * s->emb[c * D + d], ne += (double)s->emb[c * D + d] * s->emb[c * D + d];
+            cosv[c] = dot / (fmax(sqrt(nx), 1e-12) * fmax(sqrt(ne), 1e-12));
+            csum += exp(cosv[c]);
+        }
+        angle += -(cosv[labels[n]] - log(csum));
+        for (int d = 0; d < D; d++) {
+            const double diff = (double)fg[n * D + d] - s->frozen[labels[n] * D + d];
+            sq += diff * diff;
+        }
+    }
+    return ce / B + angle / B + lambda * sqrt(sq);
+}
+
+static void test_loss_by_parts(void) {
+    batch_params s;
+    pfl_rng r = tiny_rng(23);
+    float *all = (float *)&s;
+    for (size_t i = 0; i < sizeof s / sizeof(float); i++) all[i] = (float)(2.0 * pfl_rng_uniform(&r) - 1.0);
+    for (int d = 0; d < D; d++) s.glw[d] += 1.5f, s.blw[d] += 1.5f;
+    for (int i = 0; i < B * D; i++) s.h[i] += 1.0f;
+    const pfl_gpfl_view v = view_of(&s);
+    float logits[B * C], scratch[512];
+    const double want = hand_loss(&s, &v, 0.3f);
+    const float got = pfl_gpfl_loss(&v, s.frozen, 0.3f, s.h, labels, B, logits, NULL, NULL, scratch);
+    CHECK(check_close(got, want, 1e-5), "batch loss %.9g, from its parts by hand %.9g", got, want);
+    pfl_gpfl_view swapped = v;
+    swapped.cond_g = v.cond_p, swapped.cond_p = v.cond_g;
+    const double other = hand_loss(&s, &swapped, 0.3f);
+    CHECK(fabs(other - want) > 1e-3, "the routes' conditions make no difference (%.9g, %.9g): the test is blind",
+          want, other);
+}
+
 static void test_blocks_in_a_round(void) {
     pfl_config cfg = tiny_config(2);
     cfg.algo.gpfl_lambda = 0.01f, cfg.algo.gpfl_mu = 0.1f;
@@ -245,6 +305,7 @@ int main(void) {
     test_valve_by_hand();
     test_guidance_by_hand();
     test_gradients();
+    test_loss_by_parts();
     test_blocks_in_a_round();
     TEST_MAIN_END();
 }

@@ -506,8 +506,8 @@ static void gpfl_report(const pfl_fl *fl, FILE *f, int what) {
 }
 
 /* The authors' run_me.sh (TsingZ0/GPFL): "-lam 0.01 -mu 0.1 for 4-layer CNN
- * and 3-layer MLP" (FLAYER's table runs the CNN); its ResNet-18 and
- * fastText runs pass "-lam 0.0001 -mu 0.0". */
+ * and 3-layer MLP"; its ResNet-18 and fastText runs pass "-lam 0.0001
+ * -mu 0.0" (FLAYER's Table 5, the FLAYER table with GPFL, is ResNet-18). */
 static const pfl_param gpfl_params[] = {
     {PFL_ALGO_PARAM(FLOAT, "gpfl-lambda", gpfl_lambda), .def = 0.01, .max = 1e6, .metavar = "F",
      .help = "weight lambda of the magnitude-level guidance ||CoV(h, g) - e_y|| toward the received embeddings"},
