@@ -18,6 +18,8 @@ pfedcfr-cifar10|pFedCFR Table II, CIFAR-10 cnn, 100 rounds, seed 1
 fmnist-pat2-r50|Fashion-MNIST pat:2, 20 clients, cnn, 50 rounds, seed 1
 fmnist-pat2-r20|Fashion-MNIST pat:2, 20 clients, cnn, 20 rounds, seed 1
 cifar10-dir01|CIFAR-10 dir:0.1, 20 clients, cnn, 20 rounds, seed 1
+cifar10-dir01-r2|CIFAR-10 dir:0.1, 20 clients, cnn, 20 rounds, seed 1 (after issue 14; FedCP, GPFL)
+tsdp-t5-shards2|FedTSDP Table 5 setting, CIFAR-10 shards:2, tsdp-cnn, 3 rounds, seed 1
 fedalp-mnist|FedALP, one-label MNIST, mlp, 100 clients, 20 rounds, seed 1
 fedalp-fmnist|FedALP, one-label Fashion-MNIST, mlp, 100 clients, 20 rounds, seed 1
 tsdp-cifar10-pat2-r10|FedTSDP setting, CIFAR-10 pat:2, tsdp-cnn, 10 rounds, seed 1
