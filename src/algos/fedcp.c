@@ -32,7 +32,6 @@
 #include "modules/modules.h" /* pfl_flayer_layer_lrs */
 #include "util/err.h"
 
-#define LN_EPS 1e-5 /* nn.LayerNorm's default */
 
 /* Rows of the layer table: the global head (the backbone's output layer)
  * and the three blocks after it. */
@@ -80,17 +79,9 @@ float pfl_fedcp_sample(const pfl_fedcp_view *v, const float *ctx, const float *h
     float *u = scratch, *a = u + D, *ahat = a + K, *l = ahat + K, *dl = l + K, *ep = dl + K, *eg = ep + D;
     /* the policy: u = h * c, a = W u + b, LayerNorm, ReLU */
     for (int d = 0; d < D; d++) u[d] = h[d] * ctx[d];
-    double mean = 0.0, var = 0.0;
     memcpy(a, v->fb, sizeof(float) * (size_t)K);
     cblas_sgemv(CblasRowMajor, CblasNoTrans, K, D, 1.0f, v->fw, D, u, 1, 1.0f, a, 1);
-    for (int k = 0; k < K; k++) mean += a[k];
-    mean /= K;
-    for (int k = 0; k < K; k++) var += ((double)a[k] - mean) * ((double)a[k] - mean);
-    const double inv = 1.0 / sqrt(var / K + LN_EPS);
-    for (int k = 0; k < K; k++) {
-        ahat[k] = (float)((a[k] - mean) * inv);
-        l[k] = v->lw[k] * ahat[k] + v->lb[k];
-    }
+    const double inv = pfl_layernorm_forward(l, ahat, a, v->lw, v->lb, K);
     /* softmax over the pair (r_d + g0_d, r_{D+d} + g1_d) is a sigmoid of their difference */
     for (int d = 0; d < D; d++) {
         const float r0 = l[d] > 0.0f ? l[d] : 0.0f, r1 = l[D + d] > 0.0f ? l[D + d] : 0.0f;
@@ -128,15 +119,7 @@ float pfl_fedcp_sample(const pfl_fedcp_view *v, const float *ctx, const float *h
         dl[d] = l[d] > 0.0f ? ds : 0.0f;
         dl[D + d] = l[D + d] > 0.0f ? -ds : 0.0f;
     }
-    double m1 = 0.0, m2 = 0.0; /* LayerNorm: means of d ahat and d ahat * ahat */
-    for (int k = 0; k < K; k++) {
-        g->lw[k] += dl[k] * ahat[k];
-        g->lb[k] += dl[k];
-        dl[k] *= v->lw[k]; /* now d ahat */
-        m1 += dl[k], m2 += (double)dl[k] * ahat[k];
-    }
-    m1 /= K, m2 /= K;
-    for (int k = 0; k < K; k++) dl[k] = (float)(inv * (dl[k] - m1 - ahat[k] * m2)); /* now d a */
+    pfl_layernorm_backward(dl, g->lw, g->lb, ahat, inv, v->lw, K); /* now d a */
     for (int k = 0; k < K; k++) g->fb[k] += dl[k];
     cblas_sger(CblasRowMajor, K, D, 1.0f, dl, 1, u, 1, g->fw, D);
     float *du = a; /* a is no longer needed */

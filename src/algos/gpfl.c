@@ -35,7 +35,6 @@
 #include "modules/modules.h" /* pfl_flayer_layer_lrs */
 #include "util/err.h"
 
-#define LN_EPS 1e-5         /* nn.LayerNorm's default */
 #define NORMALIZE_EPS 1e-12 /* F.normalize's default */
 
 /* Rows of the layer table: the head (the backbone's output layer) and the
@@ -99,47 +98,27 @@ void pfl_gpfl_condition(const float *emb, const float *weight, int C, int D, flo
     }
 }
 
-/* What one conditional net keeps for its backward: the Linear's output a
- * (D), the normalized n (D) and 1 / sqrt(var + eps). */
+/* What one conditional net keeps for its backward: ReLU(W c + b) (D), the
+ * normalized values (D) and 1 / sqrt(var + eps). */
 #define NET_KEEP(D) (2 * (size_t)(D) + 1)
 
 /* out = LN(ReLU(W c + b)) (nn.Sequential(Linear, ReLU, LayerNorm)). */
 static void net_forward(const pfl_gpfl_net *n, const float *c, int D, float *out, float *keep) {
-    float *a = keep, *hat = keep + D;
-    memcpy(a, n->b, sizeof(float) * (size_t)D);
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, D, D, 1.0f, n->w, D, c, 1, 1.0f, a, 1);
-    double mean = 0.0, var = 0.0;
-    for (int d = 0; d < D; d++) mean += a[d] > 0.0f ? a[d] : 0.0f;
-    mean /= D;
-    for (int d = 0; d < D; d++) {
-        const double r = a[d] > 0.0f ? a[d] : 0.0f;
-        var += (r - mean) * (r - mean);
-    }
-    const double inv = 1.0 / sqrt(var / D + LN_EPS);
-    for (int d = 0; d < D; d++) {
-        hat[d] = (float)(((a[d] > 0.0f ? a[d] : 0.0f) - mean) * inv);
-        out[d] = n->ln_w[d] * hat[d] + n->ln_b[d];
-    }
-    keep[2 * D] = (float)inv;
+    float *r = keep, *hat = keep + D;
+    memcpy(r, n->b, sizeof(float) * (size_t)D);
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, D, D, 1.0f, n->w, D, c, 1, 1.0f, r, 1);
+    for (int d = 0; d < D; d++) r[d] = r[d] > 0.0f ? r[d] : 0.0f;
+    keep[2 * D] = (float)pfl_layernorm_forward(out, hat, r, n->ln_w, n->ln_b, D);
 }
 
 /* From d out (D, overwritten) into the net's parameters; the condition is a
  * constant (PFLlib sets it from .data: no gradient reaches the embeddings). */
 static void net_backward(const pfl_gpfl_net *n, const float *c, int D, const float *keep, float *dout,
                          const pfl_gpfl_net_grads *g) {
-    const float *a = keep, *hat = keep + D;
-    const double inv = keep[2 * D];
-    double m1 = 0.0, m2 = 0.0; /* means of d hat and d hat * hat */
+    const float *r = keep, *hat = keep + D;
+    pfl_layernorm_backward(dout, g->ln_w, g->ln_b, hat, keep[2 * D], n->ln_w, D); /* now d ReLU(a) */
     for (int d = 0; d < D; d++) {
-        g->ln_w[d] += dout[d] * hat[d];
-        g->ln_b[d] += dout[d];
-        dout[d] *= n->ln_w[d]; /* now d hat */
-        m1 += dout[d], m2 += (double)dout[d] * hat[d];
-    }
-    m1 /= D, m2 /= D;
-    for (int d = 0; d < D; d++) {
-        const double dr = inv * (dout[d] - m1 - hat[d] * m2);
-        dout[d] = a[d] > 0.0f ? (float)dr : 0.0f; /* now d a */
+        dout[d] = r[d] > 0.0f ? dout[d] : 0.0f; /* now d a */
         g->b[d] += dout[d];
     }
     cblas_sger(CblasRowMajor, D, D, 1.0f, dout, 1, c, 1, g->w, D);

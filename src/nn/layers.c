@@ -681,3 +681,28 @@ double pfl_mmd_rbf(const float *x, const float *y, int B, long n, float *dx) {
     }
     return sum * scale;
 }
+
+double pfl_layernorm_forward(float *out, float *hat, const float *x, const float *w, const float *b, int n) {
+    double mean = 0.0, var = 0.0;
+    for (int k = 0; k < n; k++) mean += x[k];
+    mean /= n;
+    for (int k = 0; k < n; k++) var += ((double)x[k] - mean) * ((double)x[k] - mean);
+    const double inv = 1.0 / sqrt(var / n + 1e-5); /* nn.LayerNorm's eps */
+    for (int k = 0; k < n; k++) {
+        hat[k] = (float)((x[k] - mean) * inv);
+        out[k] = w[k] * hat[k] + b[k];
+    }
+    return inv;
+}
+
+void pfl_layernorm_backward(float *d, float *dw, float *db, const float *hat, double inv, const float *w, int n) {
+    double m1 = 0.0, m2 = 0.0; /* means of d hat and d hat * hat */
+    for (int k = 0; k < n; k++) {
+        dw[k] += d[k] * hat[k];
+        db[k] += d[k];
+        d[k] *= w[k]; /* now d hat */
+        m1 += d[k], m2 += (double)d[k] * hat[k];
+    }
+    m1 /= n, m2 /= n;
+    for (int k = 0; k < n; k++) d[k] = (float)(inv * (d[k] - m1 - hat[k] * m2)); /* now d x */
+}

@@ -27,6 +27,13 @@ void pfl_linear_forward_small(float *out, float *scratch, const float *in, const
 void pfl_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                          int B, int in_dim, int out_dim);
 
+/* nn.LayerNorm over one vector of n (eps 1e-5, biased variance):
+ * out = w * hat + b, hat = (x - mean) * inv; keeps hat and returns inv for
+ * the backward pass. */
+double pfl_layernorm_forward(float *out, float *hat, const float *x, const float *w, const float *b, int n);
+/* From d out (d, overwritten with d x) into dw, db (accumulated), given the
+ * forward's hat and inv. */
+void pfl_layernorm_backward(float *d, float *dw, float *db, const float *hat, double inv, const float *w, int n);
 /* The backward pass of a Linear fused with a plain SGD step (p -= lr * g):
  * din from the weights before the step (skipped when NULL), then w and b
  * updated in place, without a gradient buffer (the weight-gradient GEMM
