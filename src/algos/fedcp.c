@@ -41,10 +41,7 @@ static int fc_row(const pfl_model *m) { return m->num_layers + 1; }
 static int ln_row(const pfl_model *m) { return m->num_layers + 2; }
 
 /* D: the width of the features the output layer reads. */
-static int feature_dim(const pfl_model *m) {
-    const pfl_op *last = &m->ops[m->num_ops - 1];
-    return last->in_c * last->in_h * last->in_w;
-}
+static int feature_dim(const pfl_model *m) { return (int)pfl_model_layer_input_size(m, m->num_layers - 1); }
 
 static pfl_fedcp_view view_of(const pfl_model *m, const float *v) {
     const int D = feature_dim(m), C = m->classes;
@@ -221,13 +218,6 @@ static void draw_gumbel(pfl_rng *rng, float *g, int n) {
     }
 }
 
-static int argmax(const float *z, int C) {
-    int best = 0;
-    for (int c = 1; c < C; c++)
-        if (z[c] > z[best]) best = c;
-    return best;
-}
-
 /* One batch: forward through the received extractor (MMD's h_base) and the
  * trained model, the policy and both heads per sample, the backward into
  * every trained part, one SGD step on all but the global head. */
@@ -249,7 +239,7 @@ static float train_batch(pfl_fl *fl, pfl_worker *w, float *model, const float *b
         draw_gumbel(noise, b->gumbel, 2 * D);
         loss += pfl_fedcp_sample(&v, b->ctx, h + (size_t)n * D, b->gumbel, w->y[n], 1.0f / B, b->out, b->pm,
                                  b->scratch, &g, b->dh + (size_t)n * D);
-        *correct += argmax(b->out, C) == w->y[n];
+        *correct += pfl_argmax(b->out, C) == w->y[n];
     }
     loss = loss / B + pfl_fedcp_mmd(h, b->base_h, B, D, fl->cfg.algo.fedcp_lambda, b->dh);
     pfl_backward_below(w->ws, model, out, b->dh, w->grads);
@@ -327,7 +317,7 @@ static int fedcp_personal_correct(const pfl_fl *fl, pfl_worker *w, const float *
     int correct = 0;
     for (int n = 0; n < B; n++) {
         pfl_fedcp_sample(&v, b.ctx, h + (size_t)n * D, NULL, w->y[n], 1.0f, b.out, b.pm, b.scratch, NULL, NULL);
-        correct += argmax(b.out, C) == w->y[n];
+        correct += pfl_argmax(b.out, C) == w->y[n];
     }
     free(mem);
     return correct;

@@ -48,10 +48,7 @@ static int beta_ln_row(const pfl_model *m) { return m->num_layers + 4; }
 static int cond_row(const pfl_model *m) { return m->num_layers + 5; }
 
 /* D: the width of the features the head reads. */
-static int feature_dim(const pfl_model *m) {
-    const pfl_op *last = &m->ops[m->num_ops - 1];
-    return last->in_c * last->in_h * last->in_w;
-}
+static int feature_dim(const pfl_model *m) { return (int)pfl_model_layer_input_size(m, m->num_layers - 1); }
 
 static const float *at(const pfl_model *m, const float *v, int row) { return v + m->layers[row].offset; }
 
@@ -369,13 +366,6 @@ typedef struct {
     float *dh, *logits, *scratch;
 } gpfl_trainer;
 
-static int argmax(const float *z, int C) {
-    int best = 0;
-    for (int c = 1; c < C; c++)
-        if (z[c] > z[best]) best = c;
-    return best;
-}
-
 /* SGD on every row but the conditions: the backbone (head included) as
  * every method's local SGD, CoV and GCE with weight decay mu (PFLlib's
  * GCE_opt and CoV_opt). */
@@ -411,7 +401,7 @@ static bool gpfl_batch(void *ctx, pfl_worker *w, float *model, int B, long batch
     if (t->fl->cfg.modules.flayer_lr && batch == 0) pfl_flayer_layer_lrs(t->lrs, m, w->grads, t->lr);
     gpfl_step(t, w, model);
     *correct = 0;
-    for (int n = 0; n < B; n++) *correct += argmax(t->logits + (size_t)n * C, C) == w->y[n];
+    for (int n = 0; n < B; n++) *correct += pfl_argmax(t->logits + (size_t)n * C, C) == w->y[n];
     return true;
 }
 
@@ -468,7 +458,7 @@ static int gpfl_personal_correct(const pfl_fl *fl, pfl_worker *w, const float *p
             for (int d = 0; d < D; d++) acc += (double)v.head_w[(size_t)c * D + d] * fp[(size_t)n * D + d];
             z[c] = (float)acc;
         }
-        correct += argmax(z, C) == w->y[n];
+        correct += pfl_argmax(z, C) == w->y[n];
     }
     free(mem);
     return correct;

@@ -813,16 +813,17 @@ int pfl_backward_sgd(pfl_workspace *ws, float *params, const uint8_t *labels, fl
     return 0;
 }
 
+int pfl_argmax(const float *z, int n) {
+    int best = 0;
+    for (int c = 1; c < n; c++)
+        if (z[c] > z[best]) best = c;
+    return best;
+}
+
 int pfl_count_correct(const pfl_workspace *ws, const uint8_t *labels, int B) {
     const pfl_model *m = ws->model;
     const float *logits = output_of(ws, m->num_ops - 1);
     int correct = 0;
-    for (int n = 0; n < B; n++) {
-        const float *z = logits + (long)n * m->classes;
-        int best = 0;
-        for (int c = 1; c < m->classes; c++)
-            if (z[c] > z[best]) best = c;
-        correct += best == labels[n];
-    }
+    for (int n = 0; n < B; n++) correct += pfl_argmax(logits + (long)n * m->classes, m->classes) == labels[n];
     return correct;
 }

@@ -332,8 +332,11 @@ bool pfl_model_sgd_fusable(const pfl_model *m);
  * exactly zero, so plain SGD need only visit these. 0 without an embedding. */
 int pfl_workspace_embedding_rows(const pfl_workspace *ws, const int **rows);
 
+/* The index of the largest of z[0..n-1], the first on a tie (torch.argmax):
+ * a predicted class. */
+int pfl_argmax(const float *z, int n);
 /* Counts how many of the B samples the last forward classified correctly
- * (argmax of the logits, first maximum on ties, as torch.argmax). */
+ * (pfl_argmax of the logits). */
 int pfl_count_correct(const pfl_workspace *ws, const uint8_t *labels, int B);
 
 #endif
