@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Draws the accuracy curves of the tables in docs/results.md from their run
-# folders (docs/results/NAME/METHOD/metrics.jsonl): one picture per table,
+# folders (docs/results/NAME/METHOD/metrics.jsonl, or METHOD/seed-N/metrics.jsonl
+# for a run of several seeds: drawn as the mean with a ±1 std band): one picture per table,
 # docs/results/NAME/curves.png (embedded in docs/results.md) and curves.svg
 # (not committed: .gitignore), personalized accuracy solid, global dashed.
 #
@@ -19,6 +20,8 @@ fmnist-pat2-r50|Fashion-MNIST pat:2, 20 clients, cnn, 50 rounds, seed 1
 fmnist-pat2-r20|Fashion-MNIST pat:2, 20 clients, cnn, 20 rounds, seed 1
 cifar10-dir01|CIFAR-10 dir:0.1, 20 clients, cnn, 20 rounds, seed 1
 cifar10-dir01-r2|CIFAR-10 dir:0.1, 20 clients, cnn, 20 rounds, seed 1 (after issue 14; FedCP, GPFL)
+fedala-t2-mnist-pat-r2|FedALA Table 2, MNIST pat:2, 20 clients, cnn, 2 rounds, seed 1
+fedala-t2-cifar10-pat-r2|FedALA Table 2, CIFAR-10 pat:2, 20 clients, cnn, 2 rounds, seed 1
 tsdp-t5-shards2|FedTSDP Table 5 setting, CIFAR-10 shards:2, tsdp-cnn, 3 rounds, seed 1
 fedalp-mnist|FedALP, one-label MNIST, mlp, 100 clients, 20 rounds, seed 1
 fedalp-fmnist|FedALP, one-label Fashion-MNIST, mlp, 100 clients, 20 rounds, seed 1
@@ -34,7 +37,7 @@ while IFS='|' read -r name title; do
     dir=docs/results/$name
     runs=()
     for m in "$dir"/*/; do
-        [ -f "$m/metrics.jsonl" ] && runs+=("${m%/}")
+        if [ -f "$m/metrics.jsonl" ] || [ -f "$m/seed-1/metrics.jsonl" ]; then runs+=("${m%/}"); fi
     done
     if [ ${#runs[@]} -eq 0 ]; then
         echo "plot_results.sh: $dir: no run folders with metrics.jsonl" >&2

@@ -153,9 +153,13 @@ static const char *base_name(const char *path) {
     return buf;
 }
 
-/* Colours of the curves (one per run, repeating). */
+/* Colours of the curves (one per run, repeating after ten), and the point
+ * shape, which changes each time the colours repeat: a table of 14 methods
+ * drew two runs in one colour with one shape, so the legend could not tell
+ * them apart (gnuplot's filled circle, square, triangle, diamond, pentagon). */
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
                                       "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
+static const int point_types[] = {7, 5, 9, 13, 15};
 
 /* d<i>.dat: round, then for local and global: mean, band low, band high (%). */
 static int write_curve_data(const canvas *c, int i, const pfl_curve *cv, bool minmax) {
@@ -189,6 +193,7 @@ static bool has_finite(const double *v, int n) {
 /* One run's curves: the band (several seeds), then the line. */
 static void plot_run(FILE *f, bool *first, const canvas *c, int i, const char *label, const pfl_curve *cv, bool global) {
     const char *color = palette[i % 10];
+    const int point = point_types[(i / 10) % 5];
     const int col = global ? 5 : 2;
     char data[4200];
     snprintf(data, sizeof data, "%s/d%d.dat", c->dir, i);
@@ -199,7 +204,8 @@ static void plot_run(FILE *f, bool *first, const canvas *c, int i, const char *l
     }
     fputs(*first ? "plot " : ", \\\n     ", f), *first = false;
     gp_quote(f, data);
-    fprintf(f, " using 1:%d with linespoints lw 2 pt 7 ps 0.5 dt %d lc rgb '%s' title ", col, global ? 2 : 1, color);
+    fprintf(f, " using 1:%d with linespoints lw 2 pt %d ps %s dt %d lc rgb '%s' title ", col, point, point == 7 ? "0.5" : "0.9",
+            global ? 2 : 1, color);
     char title[600];
     snprintf(title, sizeof title, "%s%s", label, global ? " (global)" : " (personalized)");
     if (cv->seeds > 1) snprintf(title + strlen(title), sizeof title - strlen(title), ", %d seeds", cv->seeds);
