@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 
 # NAME|title (rounds and seeds as the table's heading says)
 tables='
+pfedcfr-t2-mnist-dnn|pFedCFR Table II, MNIST dnn, 100 rounds, 3 seeds
+pfedcfr-t2-fmnist-dnn|pFedCFR Table II, Fashion-MNIST dnn, 100 rounds, 3 seeds
+pfedcfr-t2-cifar10-cnn|pFedCFR Table II, CIFAR-10 cnn, 100 rounds, 3 seeds
 pfedcfr-mnist|pFedCFR Table II, MNIST dnn, 100 rounds, seed 1
 pfedcfr-fmnist|pFedCFR Table II, Fashion-MNIST dnn, 100 rounds, seed 1
 pfedcfr-cifar10|pFedCFR Table II, CIFAR-10 cnn, 100 rounds, seed 1
