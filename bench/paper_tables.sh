@@ -21,10 +21,11 @@
 # PFL (default build/pfl, built first): the pfl to run;
 # RUNS="fedavg pfedcfr": only these runs (the folder names `pfl preset FILE`
 # lists), the table's other rows say "no run";
-# FLAGS="--rounds 2 --seeds 1": flags after the cell's and the budget's (a
-# quick look at a table; they are part of a run's recorded flags, so a later
-# run without them starts that run over). E.g. one cell end to end, in a
-# minute:
+# FLAGS="--rounds 2 --seeds 1": flags given on pfl run's command line, so
+# they win over the cell's and the budget's (a quick look at a table, or the
+# rounds of a file whose budget is not set: FLAGS="--rounds 2" runs it; they
+# are part of a run's recorded flags, so a later run without them starts that
+# run over). E.g. one cell end to end, in a minute:
 #   RUNS=fedavg FLAGS="--rounds 2 --seeds 1-2" OUT_ROOT=/tmp/t bench/paper_tables.sh configs/pfedcfr-t2-mnist-dnn.yaml
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,9 +42,12 @@ failed=0
 for f in "${files[@]}"; do
     name=$(basename "$f" .yaml)
     out=$root/$name
-    runs=$($PFL preset --runs --budget "$f")
+    read -r -a extra <<<"${FLAGS:-}"
+    runs=$($PFL preset --runs --budget "$f" -- "${extra[@]}")
     if ! grep -q $'\tready\t' <<<"$runs"; then
-        echo "== $name: skipped: $(cut -f3 <<<"$runs" | sed 's/^skip: //' | sort | uniq -c | sort -rn | head -1 | sed 's/^ *[0-9]* //')" >&2
+        why=$(cut -f3 <<<"$runs" | sed 's/^skip: //' | sort | uniq -c | sort -rn | head -1 | sed 's/^ *[0-9]* //')
+        [[ "$why" != *"budget is not set"* ]] || why="$why (FLAGS=\"--rounds N\" runs it at N rounds)"
+        echo "== $name: skipped: $why" >&2
         continue
     fi
     mkdir -p "$out"
@@ -53,7 +57,6 @@ for f in "${files[@]}"; do
             echo "== $name/$run: not in RUNS" >&2
             continue
         fi
-        flags="$flags${FLAGS:+ $FLAGS}"
         if [ "$status" != ready ]; then
             echo "== $name/$run: not run: ${status#skip: }" >&2
             continue
@@ -69,7 +72,6 @@ for f in "${files[@]}"; do
             rm -rf "$dir"
             printf '%s\n' "$flags" >"$dir.flags"
             echo "== $name/$run: $flags" >&2
-            read -r -a extra <<<"${FLAGS:-}"
             cmd=("$PFL" run --config "$f" --cell "$label" --budget "${extra[@]}" --out "$dir" --checkpoint-every 1)
         fi
         if ! "${cmd[@]}" 2> >(tee -a "$dir.log" >&2); then

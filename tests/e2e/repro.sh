@@ -226,6 +226,20 @@ fi
 PFL="$PFL" OUT_ROOT="$TMP/tables" bench/paper_tables.sh "$TMP/p.yaml" 2>"$TMP/tables2.log"
 [ "$(grep -c ': kept' "$TMP/tables2.log")" = 3 ] && pass "paper_tables.sh again: the 3 runs kept" ||
     fail "paper_tables.sh again: $(grep '==' "$TMP/tables2.log")"
+# a file whose budget is not set: skipped as it is, run with FLAGS="--rounds N"
+sed 's/^  rounds: 2$/  rounds: null/' "$TMP/p.yaml" >"$TMP/nobudget.yaml"
+grep -q '^  rounds: null$' "$TMP/nobudget.yaml" || fail "nobudget.yaml: the budget's rounds were not nulled"
+PFL="$PFL" OUT_ROOT="$TMP/tables" bench/paper_tables.sh "$TMP/nobudget.yaml" 2>"$TMP/nobudget.log"
+grep -q 'nobudget: skipped: .*budget.rounds is null.*FLAGS="--rounds N"' "$TMP/nobudget.log" && [ ! -e "$TMP/tables/nobudget" ] &&
+    pass "a file whose budget is not set is skipped, saying how to run it" || fail "no budget: $(cat "$TMP/nobudget.log")"
+RUNS=fedper FLAGS="--rounds 1 --seeds 1" PFL="$PFL" OUT_ROOT="$TMP/tables" bench/paper_tables.sh "$TMP/nobudget.yaml" \
+    2>"$TMP/nobudget2.log" || fail "FLAGS=--rounds 1 on a file without a budget failed: $(tail -3 "$TMP/nobudget2.log")"
+[ "$(num rounds "$TMP/tables/nobudget/fedper/summary.json")" = 1 ] &&
+    grep -q '^| FedPer | personalized | \*\*[0-9.]*\*\* |.* 1 × 1 |$' "$TMP/tables/nobudget/table.md" &&
+    pass "... FLAGS=\"--rounds 1\" runs it: 1 round, a FedPer row in its table" ||
+    fail "FLAGS=--rounds 1: $(cat "$TMP/tables/nobudget/table.md" 2>&1 | head -5)"
+grep -q -- '--rounds 1 --seeds 1$' "$TMP/tables/nobudget/fedper.flags" && ! grep -q -- '--rounds=' "$TMP/tables/nobudget/fedper.flags" &&
+    pass "the run's recorded flags end with FLAGS, which replace the file's" || fail "recorded flags: $(cat "$TMP/tables/nobudget/fedper.flags")"
 "$PFL" table "$TMP/tables/p/fedavg" "$TMP/tables/p/fedper" --labels A,B >"$TMP/runs.md" &&
     grep -q '^| A |' "$TMP/runs.md" && grep -q '^| B |' "$TMP/runs.md" && pass "pfl table RUN_DIR...: a row per run" ||
     fail "pfl table of runs: $(cat "$TMP/runs.md")"
