@@ -173,9 +173,10 @@ static const pfl_param ala_params[] = {
      .metavar = "F", .help = "ALA: learning rate of the weights"},
     {PFL_MODULES_PARAM(FLOAT, "ala-threshold", ala_threshold), .def = 0.1, .min = 0, .max = 1e6,
      .min_exclusive = true, .metavar = "F",
-     .help = "ALA: first round trains until the std of the last 10 epoch losses is below this"},
+     .help = "ALA: its start phase (a client's first ALA) trains until the std of the last 10 epochs' "
+             "last-batch losses is below this"},
     {PFL_MODULES_PARAM(INT, "ala-max-epochs", ala_max_epochs), .def = 100, .min = 1, .max = 4096, .metavar = "E",
-     .help = "ALA: bound on the first round's epochs (warns when reached)"},
+     .help = "ALA: bound on the start phase's epochs (warns when reached)"},
 };
 
 /* The summary: the weights each client learns (FedALA's Table 6 counts
