@@ -13,6 +13,7 @@
 
 #include <jansson.h> /* reading metrics.jsonl back on resuming */
 
+#include "nn/blas.h"
 #include "run/output.h"
 #include "util/err.h"
 #include "util/json.h"
@@ -259,10 +260,16 @@ int pfl_run_measure_memory(const pfl_fl *fl, run_report *r) {
 }
 
 /* Memory (issue 19): the peak resident memory, the client stores' bytes, and
- * where they were kept when not in memory. */
+ * where they were kept when not in memory. Then the BLAS and the kernels it
+ * ran: runs are bit-identical for any thread or process count, but not
+ * across BLAS kernels (OpenBLAS's Haswell and SkylakeX kernels round
+ * differently), so a fingerprint is read beside this. */
 static void write_memory_fields(FILE *f, const pfl_run_options *o, const run_report *r) {
     fprintf(f, ",\n  \"peak_rss_bytes\": %ld,\n  \"client_state_bytes\": %ld", r->peak_rss, r->state_bytes);
     if (o->cfg.client_state_dir) fputs(",\n  \"client_state\": ", f), pfl_json_string(f, o->cfg.client_state_dir);
+    char blas[128];
+    pfl_blas_describe(blas, sizeof blas);
+    fputs(",\n  \"blas\": ", f), pfl_json_string(f, blas);
 }
 
 /* The parameters of the method and of the modules that are on, from their

@@ -78,6 +78,10 @@ grep -q '"bytes_down":' "$TMP/bytes-fedavg/metrics.jsonl" && grep -q '"bytes_up"
 peak=$(json_field peak_rss_bytes "$s")
 awk -v p="$peak" 'BEGIN { exit !(p > 10000000 && p < 10000000000) }' && pass "summary has peak_rss_bytes ($peak)" ||
     fail "peak_rss_bytes '$peak' not a plausible size"
+# the BLAS and its kernels, as the first log line says (fingerprints differ across kernels)
+blas=$(grep -o '"blas": "[^"]*"' "$s" | sed 's/^"blas": "//; s/"$//')
+[ -n "$blas" ] && "$PFL" run --algo fedavg --data mnist --model mlp --partition iid --clients 2 --rounds 0 2>&1 >/dev/null |
+    grep -qF "BLAS: $blas," && pass "summary names the BLAS: $blas" || fail "summary's blas '$blas' is not the log's"
 for c in "local $((159010 * 4 * 10))" "bytes-fedper $((2010 * 4 * 8))" "bytes-fedavg 0"; do
     read -r run want <<<"$c"
     got=$(json_field client_state_bytes "$TMP/$run/summary.json")
