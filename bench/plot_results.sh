@@ -23,6 +23,7 @@ fmnist-pat2-r50|Fashion-MNIST pat:2, 20 clients, cnn, 50 rounds, seed 1
 fmnist-pat2-r20|Fashion-MNIST pat:2, 20 clients, cnn, 20 rounds, seed 1
 cifar10-dir01|CIFAR-10 dir:0.1, 20 clients, cnn, 20 rounds, seed 1
 cifar10-dir01-r2|CIFAR-10 dir:0.1, 20 clients, cnn, 20 rounds, seed 1 (after issue 14; FedCP, GPFL)
+flayer-t2-cifar10-cnn|FLAYER Table 2, CIFAR-10 dir:0.1, 20 clients, cnn, 20 rounds, seed 1 (preset)
 fedala-t2-mnist-pat-r2|FedALA Table 2, MNIST pat:2, 20 clients, cnn, 2 rounds, seed 1
 fedala-t2-cifar10-pat-r2|FedALA Table 2, CIFAR-10 pat:2, 20 clients, cnn, 2 rounds, seed 1
 fedtsdp-t3-cifar10-cnn|FedTSDP Table 3 setting, CIFAR-10 IID, tsdp-cnn, 3 rounds, seed 1
