@@ -25,6 +25,7 @@ cifar10-dir01|CIFAR-10 dir:0.1, 20 clients, cnn, 20 rounds, seed 1
 cifar10-dir01-r2|CIFAR-10 dir:0.1, 20 clients, cnn, 20 rounds, seed 1 (after issue 14; FedCP, GPFL)
 flayer-t2-cifar10-cnn|FLAYER Table 2, CIFAR-10 dir:0.1, 20 clients, cnn, 20 rounds, seed 1 (preset)
 fedala-t2-mnist-pat-r2|FedALA Table 2, MNIST pat:2, 20 clients, cnn, 2 rounds, seed 1
+fedala-t2-mnist-pat-r2s3|FedALA Table 2, MNIST pat:2, 20 clients, cnn, 2 rounds, 3 seeds
 fedala-t2-cifar10-pat-r2|FedALA Table 2, CIFAR-10 pat:2, 20 clients, cnn, 2 rounds, seed 1
 fedtsdp-t3-cifar10-cnn|FedTSDP Table 3 setting, CIFAR-10 IID, tsdp-cnn, 3 rounds, seed 1
 fedtsdp-t4-cifar10-dir0.2-cnn|FedTSDP Table 4 setting, CIFAR-10 dir:0.2, tsdp-cnn, 3 rounds, seed 1
