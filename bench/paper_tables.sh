@@ -23,7 +23,7 @@
 # lists), the table's other rows say "no run";
 # FLAGS="--rounds 2 --seeds 1": flags given on pfl run's command line, so
 # they win over the cell's and the budget's (a quick look at a table, or the
-# rounds of a file whose budget is not set: FLAGS="--rounds 2" runs it; they
+# budget of a file that sets none: FLAGS="--rounds 2 --seeds 1 --eval-every 1"; they
 # are part of a run's recorded flags, so a later run without them starts that
 # run over). E.g. one cell end to end, in a minute:
 #   RUNS=fedavg FLAGS="--rounds 2 --seeds 1-2" OUT_ROOT=/tmp/t bench/paper_tables.sh configs/pfedcfr-t2-mnist-dnn.yaml
@@ -38,15 +38,15 @@ for f in "${files[@]}"; do # every file checked before anything runs
     $PFL preset --check "$f" >/dev/null
 done
 
+read -r -a extra <<<"${FLAGS:-}" # on pfl run's command line, so over the file's
 failed=0
 for f in "${files[@]}"; do
     name=$(basename "$f" .yaml)
     out=$root/$name
-    read -r -a extra <<<"${FLAGS:-}"
     runs=$($PFL preset --runs --budget "$f" -- "${extra[@]}")
     if ! grep -q $'\tready\t' <<<"$runs"; then
         why=$(cut -f3 <<<"$runs" | sed 's/^skip: //' | sort | uniq -c | sort -rn | head -1 | sed 's/^ *[0-9]* //')
-        [[ "$why" != *"budget is not set"* ]] || why="$why (FLAGS=\"--rounds N\" runs it at N rounds)"
+        [[ "$why" != *"budget is not set"* ]] || why="$why (FLAGS=\"--rounds N --seeds S --eval-every E\" fills the budget)"
         echo "== $name: skipped: $why" >&2
         continue
     fi

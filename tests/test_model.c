@@ -202,7 +202,7 @@ static int compare(const char *what, const float *a, const float *b, long n) {
     const double floor_v = FLOOR_FRACTION * maxref;
     /* below the floor: the larger of 1e-4 of the floor and the rounding of a K-term float32 sum */
     const double rounding = sqrt(SUM_TERMS_MAX) * (FLT_EPSILON / 2) * maxref;
-    const double floor_scale = floor_v > rounding / REL_TOL ? floor_v : rounding / REL_TOL;
+    const double floor_scale = fmax(floor_v, rounding / REL_TOL);
     double worst_rel = 0.0, worst_abs = 0.0;
     long worst_i = 0, bad = 0;
     for (long i = 0; i < n; i++) {

@@ -22,29 +22,19 @@ static const char preset_usage[] =
     "-- RUN_FLAGS: pfl run flags given on the command line after the file, as in pfl run --config:\n"
     "they win over the file, so a file whose budget is not set lists ready with -- --rounds N.";
 
-/* "ready", or why the cell cannot run now (into why); the flags of its run
- * (without --out) into flags. */
-/* run_args: flags from the command line (after "--"), last in the run's
- * flags and winning over the file's, as in pfl run --config. */
+/* run_args: the flags a cell's run gets from the command line (what follows
+ * "--", then --out), last and winning over the file's, as in pfl run --config. */
 typedef struct {
     int n;
     char **at;
 } run_args;
 
-static const char *cell_status(const pfl_preset *p, int cell, bool budget, const run_args *extra, char *why,
+/* "ready", or why the cell cannot run now (into why); the flags of its run
+ * (without --out) into flags. */
+static const char *cell_status(const pfl_preset *p, int cell, bool budget, const run_args *cli, char *why,
                                size_t size, char *flags, size_t flags_size) {
-    char out[] = "--out=.";
-    char **args = pfl_calloc((size_t)extra->n + 1, sizeof(char *));
-    if (!args) {
-        snprintf(why, size, "%s", pfl_errmsg());
-        flags[0] = '\0';
-        return why;
-    }
-    for (int i = 0; i < extra->n; i++) args[i] = extra->at[i];
-    args[extra->n] = out;
     int argc;
-    char **argv = pfl_preset_argv(p, cell, budget, extra->n + 1, args, &argc);
-    free(args);
+    char **argv = pfl_preset_argv(p, cell, budget, cli->n, cli->at, &argc);
     pfl_run_options o;
     flags[0] = '\0';
     if (argv && pfl_run_options_parse(&o, argc, argv, false) == 0) {
@@ -58,14 +48,14 @@ static const char *cell_status(const pfl_preset *p, int cell, bool budget, const
     return why;
 }
 
-static void list_cells(const pfl_preset *p, bool budget, bool runs_only, const run_args *extra) {
+static void list_cells(const pfl_preset *p, bool budget, bool runs_only, const run_args *cli) {
     char why[1024], flags[4096];
     if (!runs_only) printf("%s: %s %s, %s (%d cells)\n", p->path, p->paper, p->table, p->column, p->num_cells);
     for (int i = 0; i < p->num_cells; i++) {
         const pfl_preset_cell *c = &p->cells[i];
         int first = 0;
         while (first < i && strcmp(p->cells[first].run, c->run)) first++;
-        const char *status = cell_status(p, i, budget, extra, why, sizeof why, flags, sizeof flags);
+        const char *status = cell_status(p, i, budget, cli, why, sizeof why, flags, sizeof flags);
         const bool ready = !strcmp(status, "ready");
         if (runs_only) {
             if (first == i) printf("%s\t%s\t%s%s\t%s\n", c->run, c->label, ready ? "" : "skip: ", status, flags);
@@ -84,20 +74,25 @@ int cmd_preset(int argc, char **argv) {
         {"runs", NULL, ARG_FLAG, &runs, 0, 0, false, NULL, "one tab-separated line per run folder"},
         {"budget", NULL, ARG_FLAG, &budget, 0, 0, false, NULL, "whether cells can run at the file's budget"},
     };
-    /* "--" ends pfl preset's own flags: what follows is for the runs. */
+    /* "--" ends pfl preset's own flags: what follows is for the runs, then --out. */
     int own = 0;
     while (own < argc && strcmp(argv[own], "--")) own++;
-    const run_args extra = {own < argc ? argc - own - 1 : 0, own < argc ? argv + own + 1 : NULL};
+    const int given = own < argc ? argc - own - 1 : 0;
+    char out[] = "--out=.";
+    run_args cli = {given + 1, pfl_calloc((size_t)given + 1, sizeof(char *))};
     char **files = pfl_calloc((size_t)(argc ? argc : 1), sizeof(char *));
     int n = 0;
-    int parsed = files ? args_parse_operands(specs, 3, own, argv, preset_usage, files, &n) : -1;
-    if (parsed == 0 && check && extra.n) parsed = pfl_err("-- RUN_FLAGS is for listing runs, not for --check");
+    int parsed = files && cli.at ? args_parse_operands(specs, 3, own, argv, preset_usage, files, &n) : -1;
+    if (parsed == 0 && check && given) parsed = pfl_err("-- RUN_FLAGS is for listing runs, not for --check");
     if (parsed != 0 || n == 0) {
         if (parsed < 0) fprintf(stderr, "pfl preset: %s\n", pfl_errmsg());
         else if (parsed == 0) fprintf(stderr, "pfl preset: no file given (pfl preset configs/FILE.yaml)\n");
         free(files);
+        free(cli.at);
         return parsed == 1 ? 0 : 2;
     }
+    for (int i = 0; i < given; i++) cli.at[i] = argv[own + 1 + i];
+    cli.at[given] = out;
     int failed = 0;
     for (int i = 0; i < n; i++) {
         pfl_preset p;
@@ -113,9 +108,10 @@ int cmd_preset(int argc, char **argv) {
             continue;
         }
         if (check) printf("ok %s (%d cells)\n", files[i], p.num_cells);
-        else list_cells(&p, budget, runs, &extra);
+        else list_cells(&p, budget, runs, &cli);
         pfl_preset_free(&p);
     }
     free(files);
+    free(cli.at);
     return failed ? 1 : 0;
 }

@@ -260,13 +260,16 @@ int pfl_run_measure_memory(const pfl_fl *fl, run_report *r) {
 }
 
 /* Memory (issue 19): the peak resident memory, the client stores' bytes, and
- * where they were kept when not in memory. Then the BLAS and the kernels it
- * ran: runs are bit-identical for any thread or process count, but not
- * across BLAS kernels (OpenBLAS's Haswell and SkylakeX kernels round
- * differently), so a fingerprint is read beside this. */
+ * where they were kept when not in memory. */
 static void write_memory_fields(FILE *f, const pfl_run_options *o, const run_report *r) {
     fprintf(f, ",\n  \"peak_rss_bytes\": %ld,\n  \"client_state_bytes\": %ld", r->peak_rss, r->state_bytes);
     if (o->cfg.client_state_dir) fputs(",\n  \"client_state\": ", f), pfl_json_string(f, o->cfg.client_state_dir);
+}
+
+/* The BLAS and the kernels it ran: runs are bit-identical for any thread or
+ * process count, but not across BLAS kernels (OpenBLAS's Haswell and
+ * SkylakeX kernels round differently), so a fingerprint is read beside this. */
+static void write_blas_field(FILE *f) {
     char blas[128];
     pfl_blas_describe(blas, sizeof blas);
     fputs(",\n  \"blas\": ", f), pfl_json_string(f, blas);
@@ -385,6 +388,7 @@ static void write_summary_fields(FILE *f, const pfl_run_options *o, const pfl_fl
             (double)fl->bytes_down / rounds, (double)fl->bytes_up / rounds);
     write_transport_fields(f, o, r); /* MPI */
     write_memory_fields(f, o, r);
+    write_blas_field(f);
     fputs(",\n  \"personal_models_sha256\": \"", f); /* issue 14: runs compared bit for bit */
     for (int i = 0; i < 32; i++) fprintf(f, "%02x", fl->personal_sha256[i]);
     fprintf(f, "\",\n  \"global_model_sha256\": \"%s\"\n}\n", sha);

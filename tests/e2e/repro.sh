@@ -230,7 +230,7 @@ PFL="$PFL" OUT_ROOT="$TMP/tables" bench/paper_tables.sh "$TMP/p.yaml" 2>"$TMP/ta
 sed 's/^  rounds: 2$/  rounds: null/' "$TMP/p.yaml" >"$TMP/nobudget.yaml"
 grep -q '^  rounds: null$' "$TMP/nobudget.yaml" || fail "nobudget.yaml: the budget's rounds were not nulled"
 PFL="$PFL" OUT_ROOT="$TMP/tables" bench/paper_tables.sh "$TMP/nobudget.yaml" 2>"$TMP/nobudget.log"
-grep -q 'nobudget: skipped: .*budget.rounds is null.*FLAGS="--rounds N"' "$TMP/nobudget.log" && [ ! -e "$TMP/tables/nobudget" ] &&
+grep -q 'nobudget: skipped: .*budget.rounds is null.*FLAGS="--rounds N --seeds S --eval-every E" fills the budget' "$TMP/nobudget.log" && [ ! -e "$TMP/tables/nobudget" ] &&
     pass "a file whose budget is not set is skipped, saying how to run it" || fail "no budget: $(cat "$TMP/nobudget.log")"
 RUNS=fedper FLAGS="--rounds 1 --seeds 1" PFL="$PFL" OUT_ROOT="$TMP/tables" bench/paper_tables.sh "$TMP/nobudget.yaml" \
     2>"$TMP/nobudget2.log" || fail "FLAGS=--rounds 1 on a file without a budget failed: $(tail -3 "$TMP/nobudget2.log")"
