@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fl/fl.h"
+#include "fl/loop.h"
 #include "modules/modules.h"
 #include "util/err.h"
 #include "util/sha256.h"

@@ -5,7 +5,7 @@
 #include <cblas.h>
 #include <string.h>
 
-#include "fl/fl.h"
+#include "fl/loop.h"
 
 double pfl_fl_param(const pfl_fl *fl, const char *name) { return pfl_param_store_get(&fl->cfg.extra, name); }
 
