@@ -236,9 +236,15 @@ struct pfl_algo {
      * from `state` only those, and completes `received` with them where the
      * method sends nothing. */
     void (*personal)(const pfl_fl *fl, bool *params, bool *stats);
-    /* MPI: `aggregate` reads every float of an upload, not only the shared
-     * layers' (clustering and message passing compare whole models), so
-     * uploads travel whole between processes. */
+    /* How a round's uploads meet under MPI (docs/architecture.md,
+     * "Processes"). false: `aggregate` reads the uploads only through
+     * pfl_default_aggregate, called once, on every rank alike (it may then
+     * change the global model and its own state from what it holds, as
+     * pFedMe's mix does): the weighted sum runs from rank to rank, a
+     * reduction, and no rank receives another's upload. true: it reads
+     * every float of each upload (clustering, message passing and
+     * similarity compare or fuse whole models), so every upload travels
+     * whole to every rank, a gather. */
     bool whole_uploads;
     /* Extra parameter blocks (docs/architecture.md): appends to `m`, a copy
      * of the run's model the run then uses (fl->model), the blocks the method
@@ -306,7 +312,11 @@ struct pfl_algo {
     /* Checkpoints: `save` writes every part of algo_state that changes
      * during a run, as named sections ("<algo name>.<part>"); `load` reads
      * them back into the state `create` just made for the same
-     * configuration. NULL: nothing changes (pfl_fl_save has the rest). */
+     * configuration. NULL: nothing changes (pfl_fl_save has the rest).
+     * Under MPI rank 0 writes them: what a client's own hooks (local_init,
+     * local_train, finish, receive) write must be in a per-client store
+     * (pfl_fl_store), which each client's home rank saves for it; plain
+     * arrays in algo_state must be server state, the same on every rank. */
     int (*save)(const pfl_fl *fl, pfl_ckpt_writer *w);
     int (*load)(pfl_fl *fl, pfl_ckpt_reader *r);
 };
@@ -348,6 +358,18 @@ struct pfl_fl {
     pfl_store *algo_stores[PFL_FL_MAX_STORES]; /* per-client server state of the method (pfl_fl_store) */
     int num_algo_stores;
     bool resumed;         /* pfl_fl_load filled the state: pfl_fl_run_with skips round 0 */
+    /* Who does what (deal.c): rank r keeps and evaluates clients [home_first[r], home_first[r + 1]) (under MPI
+     * rank 0, the server, none; in-process rank 0 all of them) and trains the round's upload slots
+     * [slot_first[r], slot_first[r + 1]). */
+    int *home_first, *slot_first;
+    bool clients_move;    /* no client keeps state between rounds, so each round's clients are dealt to the ranks by
+                           * their work afresh; otherwise each trains at its home */
+    const int *reducing;  /* while `aggregate` runs as a reduction under MPI: slot_first (the uploads of the slots of
+                           * other ranks are NULL here); NULL otherwise */
+    bool reduce_failed;   /* the reduction's exchange failed (pfl_err says how) */
+    int rounds_run;       /* rounds this process trained (from the checkpoint on, when resumed) */
+    int stop_signal;      /* a SIGTERM or SIGINT stopped the run after round `round` (pfl_fl_catch_signals), or 0 */
+    struct pfl_shards *shards; /* MPI checkpoints: what the ranks wrote beside rank 0's file (checkpoint.c) */
     double train_seconds; /* wall time of rounds so far, without evaluation */
     long train_samples;   /* samples trained on so far (counting epochs) */
     uint64_t bytes_down, bytes_up; /* message bytes so far, to and from the clients that trained (message_bytes) */
@@ -417,6 +439,19 @@ int pfl_fl_save(const pfl_fl *fl, pfl_ckpt_writer *w);
  * message) a checkpoint of another shape. */
 int pfl_fl_load(pfl_fl *fl, pfl_ckpt_reader *r);
 
+/* MPI checkpoints, a collective before rank 0's pfl_fl_save: each client
+ * rank writes the rows its clients hold in the per-client stores to
+ * DIR/checkpoint.ROUND.RANK-of-P (rank 0 passes DIR, the others NULL), and
+ * rank 0 learns the files' checksums and the other figures its pfl_fl_save
+ * writes (which names the files). In-process: nothing. 0, or -1 with a
+ * message on every rank alike. pfl_fl_load reads the files back for the
+ * clients each rank keeps now, with any number of ranks. */
+int pfl_fl_save_shards(pfl_fl *fl, const char *dir);
+void pfl_fl_free_shards(pfl_fl *fl); /* what pfl_fl_save_shards keeps for rank 0 (pfl_fl_destroy calls it) */
+/* After DIR/checkpoint was committed: removes the files of earlier
+ * checkpoints it does not name (and those of writes cut short). */
+void pfl_fl_remove_old_shards(const pfl_fl *fl, const char *dir);
+
 /* SHA-256 of every client's personalized model, the one the evaluation
  * scores now, in client order (the SHA-256 of the concatenated per-client
  * SHA-256 of each model vector's bytes: float32 as the machine stores them,
@@ -448,10 +483,14 @@ void pfl_default_local_init(pfl_fl *fl, int client, float *model);
 void pfl_default_local_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats);
 void pfl_default_upload(pfl_fl *fl, int client, const float *model, float *upload);
 /* Weighted mean of the uploads by the clients' training sample counts, for
- * the shared layers only (the others keep the previous global values). With
- * upload masks, each element is the weighted mean over the clients that sent
- * it, or keeps its previous global value when none did (or, with
- * flayer_mask_literal, the plain weighted mean with unsent elements as 0). */
+ * the shared layers only (the others keep the previous global values), and
+ * of the running statistics where --bn shares them. With upload masks, each
+ * element is the weighted mean over the clients that sent it, or keeps its
+ * previous global value when none did (or, with flayer_mask_literal, the
+ * plain weighted mean with unsent elements as 0). Under MPI, for a method
+ * that does not gather (whole_uploads false), a collective: each rank passes
+ * only its own uploads (the others NULL) and the sum runs along the ranks,
+ * to the same bits as in one process (stages.c). */
 void pfl_default_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads);
 
 /* What a round's messages with `client` cost when the method says nothing
@@ -468,10 +507,6 @@ void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent
 /* True when the server averages layer l's running statistics: the layer is
  * shared and --bn is `shared`. */
 bool pfl_state_shared(const pfl_fl *fl, int l);
-/* The weighted mean (by training samples, as the parameters) of the
- * uploads' running statistics into the global model, for the layers whose
- * statistics are shared; pfl_default_aggregate calls it. */
-void pfl_aggregate_state(pfl_fl *fl, const int *clients, int n, float *const *uploads);
 /* --bn local: marks every BatchNorm layer not shared (pfl_fl_create calls it). */
 void pfl_bn_mark_local(pfl_fl *fl);
 /* What a client keeps of its own model when it builds one from the global
@@ -492,6 +527,62 @@ double pfl_fl_param(const pfl_fl *fl, const char *name);
 /* The worker of the calling thread: the round loop's parallel loops run
  * fl->num_workers threads, thread i on worker i; outside them, worker 0. */
 pfl_worker *pfl_fl_worker_here(pfl_fl *fl);
+
+/* ---- processes (deal.c; docs/architecture.md, "Processes") ---- */
+
+/* Splits items 0..n-1, item i of work[i] >= 0, into `parts` consecutive
+ * blocks of about equal work: block b is [bounds[b], bounds[b + 1]), with
+ * bounds[0] = 0 and bounds[parts] = n; each cut is the one nearest to b/parts
+ * of the whole work (of the count when there is none). A pure function:
+ * every rank computes the same blocks. */
+void pfl_split_by_work(const long *work, int n, int parts, int *bounds);
+/* A client's work in a round: the samples its local training visits (epochs
+ * x its training samples; under --local-steps K, epochs x K batches), at
+ * least 1. */
+long pfl_client_work(const pfl_fl *fl, int client);
+/* pfl_fl_create: the clients' homes (fl->home_first), consecutive blocks of
+ * about equal work over the client ranks. 0 or -1 with a message. */
+int pfl_fl_deal_homes(pfl_fl *fl);
+/* The rank that keeps and evaluates `client`, and whether it is this one. */
+int pfl_fl_home(const pfl_fl *fl, int client);
+bool pfl_fl_at_home(const pfl_fl *fl, int client);
+/* The round's upload slots (the clients selected[0..n), ascending) to the
+ * ranks that train them (fl->slot_first): consecutive blocks by work when
+ * clients move, else each slot to its client's home. 0 or -1. */
+int pfl_fl_deal_round(pfl_fl *fl, const int *selected, int n);
+/* The rank that trains upload slot `slot` of the round, and this rank's slots [*first, *end). */
+int pfl_fl_trainer(const pfl_fl *fl, int slot);
+void pfl_fl_my_slots(const pfl_fl *fl, int *first, int *end);
+
+/* "reduce" or "gather": how the run's uploads meet under MPI (whole_uploads). */
+const char *pfl_fl_aggregation(const pfl_fl *fl);
+
+/* A round's exchange between processes (exchange.c), for the round loop:
+ * what travels once the ranks have trained their slots. */
+typedef struct {
+    pfl_train_stats stats;
+    uint64_t down, up; /* the bytes of the round's messages with the client (pfl_algo.message_bytes) */
+} pfl_slot_record;     /* what the server learns of a trained client besides its upload */
+/* For a gather (whole_uploads), every rank receives every upload of the
+ * round, with its mask under FLAYER's, from the rank that trained it; then
+ * rank 0 receives every slot's record into all[0..n) (in-process: a copy of
+ * records). A collective; 0 or -1 with a message. */
+int pfl_round_exchange(pfl_fl *fl, int n, float *const *uploads, const pfl_slot_record *records,
+                       pfl_slot_record *all);
+/* The method's aggregation of the round's n uploads. For a reduction under
+ * MPI the method sees only this rank's uploads (`here`, room for n, NULL at
+ * the other ranks' slots) and pfl_default_aggregate sums along the ranks.
+ * 0, or -1 with a message when that failed. */
+int pfl_round_aggregate(pfl_fl *fl, const int *selected, int n, float *const *uploads, float **here);
+
+/* SIGTERM and SIGINT (what a batch scheduler sends before it kills a job,
+ * and Ctrl-C) no longer kill the process: the round under way finishes,
+ * pfl_fl_run_with sets fl->stop_signal, calls the after-round hook (which
+ * writes the checkpoint) and returns. Under MPI every rank stops after the
+ * same round, whichever got the signal. A second signal kills as usual. */
+void pfl_fl_catch_signals(void);
+/* The signal that stopped a run of this process (0: none). */
+int pfl_fl_stopped_by(void);
 
 /* ---- per-client state (DESIGN.md §3; docs/architecture.md, "The client store") ---- */
 
@@ -516,12 +607,15 @@ float *pfl_client_model(const pfl_fl *fl, int client);
 /* --eval-moment after-train: whether the client has trained yet. */
 bool pfl_client_has_trained(const pfl_fl *fl, int client);
 
-/* A per-client store of the method's own server state (FedAMP's u_i,
- * pFedCFR's fused layers): `rows` rows of `row_len` floats that read as
+/* A per-client store of the method's own state (FedAMP's u_i, pFedCFR's
+ * fused layers, APFL's alpha): `rows` rows, one per client (row c is client
+ * c's; any other count is refused), of `row_len` floats that read as
  * `initial` until written, in memory or in a file under --client-state like
  * the clients' own state; the run frees it, counts it in
- * pfl_fl_state_bytes, and fails the round in which it could not grow. NULL
- * with a message on failure. */
+ * pfl_fl_state_bytes, and fails the round in which it could not grow. Under MPI a row is written on the client's home when the
+ * client's own hooks write it, on every rank when `aggregate` does; a
+ * checkpoint takes each client's row from its home. `name` names the store
+ * in checkpoints and files. NULL with a message on failure. */
 pfl_store *pfl_fl_store(pfl_fl *fl, const char *name, int rows, size_t row_len, const float *initial);
 /* Bytes the per-client stores hold now (client state, after-train copies,
  * the method's stores). */
