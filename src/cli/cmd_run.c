@@ -218,13 +218,14 @@ static int run_parsed(pfl_run_options *op, const char *preset_line) {
     pfl_run_options o = *op;
     int rc;
     /* MPI: under mpirun every process runs this; rank 0 alone reports */
+    /* with checkpoints, a scheduler's SIGTERM (or Ctrl-C) ends the round and writes its checkpoint (caught
+     * from the start: under mpirun a rank may be signalled while the others start) */
+    if (o.checkpoint_every > 0) pfl_fl_catch_signals();
     pfl_transport transport;
     o.cfg.transport = &transport;
     rc = pfl_transport_init(&transport);
     if (rc == 0 && refuse_seed_checkpoints_under_mpi(&transport, &o)) return 2;
     if (rc == 0 && transport.rank != 0) o.quiet = true, o.out = NULL;
-    /* with checkpoints, a scheduler's SIGTERM (or Ctrl-C) ends the round and writes its checkpoint */
-    if (rc == 0 && o.checkpoint_every > 0) pfl_fl_catch_signals();
     if (rc == 0 && preset_line && !o.quiet) fprintf(stderr, "%s\n", preset_line);
     if (rc || pfl_run(&o, NULL)) return report_failure(&transport, "pfl run");
     pfl_transport_finish(&transport);
@@ -265,12 +266,12 @@ int cmd_resume(int argc, char **argv) {
         fprintf(stderr, "pfl resume: %s\n", pfl_errmsg());
         return 2;
     }
+    pfl_fl_catch_signals(); /* the run writes checkpoints: a SIGTERM ends the round with one */
     pfl_transport transport; /* MPI: under mpirun every process goes on with its part; rank 0 alone reports */
     if (pfl_transport_init(&transport)) {
         fprintf(stderr, "pfl resume: %s\n", pfl_errmsg());
         return 1;
     }
-    pfl_fl_catch_signals(); /* the run writes checkpoints: a SIGTERM ends the round with one */
     const pfl_resume_options r = {.threads = threads, .data_dir = data_dir, .quiet = quiet, .stop_after = stop_after,
                                   .transport = &transport};
     if (pfl_run_resume(argv[0], &r)) return report_failure(&transport, "pfl resume");
