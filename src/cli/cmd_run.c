@@ -239,6 +239,7 @@ static const char resume_usage[] =
     "Goes on with the run whose --out was DIR from DIR/checkpoint (written by --checkpoint-every):\n"
     "rebuilds data, clients, model and method from the flags stored there, loads the state and\n"
     "trains the remaining rounds; metrics.jsonl and summary.json end as the uninterrupted run's.\n"
+    "Under mpirun, with any number of processes (each reads the state of the clients it keeps).\n"
     "These flags change nothing in the results, only how the run goes:";
 
 int cmd_resume(int argc, char **argv) {

@@ -71,21 +71,14 @@ int pfl_round_exchange(pfl_fl *fl, int n, float *const *uploads, const pfl_slot_
     return rc;
 }
 
-int pfl_round_aggregate(pfl_fl *fl, const int *selected, int n, float *const *uploads, float **here) {
+int pfl_round_aggregate(pfl_fl *fl, const int *selected, int n, float *const *uploads) {
     pfl_transport *t = fl->cfg.transport;
-    void (*aggregate)(pfl_fl *, const int *, int, float *const *) =
-        fl->algo->aggregate ? fl->algo->aggregate : pfl_default_aggregate;
-    fl->reduce_failed = false;
-    if (!pfl_transport_distributed(t) || fl->algo->whole_uploads) {
-        aggregate(fl, selected, n, uploads);
-        return fl->reduce_failed ? -1 : 0;
-    }
-    /* a reduction: this rank's uploads only; pfl_default_aggregate sums along the ranks */
-    int first, end;
-    pfl_fl_my_slots(fl, &first, &end);
-    for (int k = 0; k < n; k++) here[k] = k >= first && k < end ? uploads[k] : NULL;
-    fl->reducing = fl->slot_first, t->tally = PFL_TALLY_ROUND;
-    aggregate(fl, selected, n, here);
-    fl->reducing = NULL, t->tally = PFL_TALLY_OTHER;
+    const bool reduction = pfl_transport_distributed(t) && !fl->algo->whole_uploads;
+    /* a reduction: pfl_default_aggregate sums along the ranks */
+    fl->reducing = reduction ? fl->slot_first : NULL, fl->reduce_failed = false;
+    if (reduction) t->tally = PFL_TALLY_ROUND;
+    (fl->algo->aggregate ? fl->algo->aggregate : pfl_default_aggregate)(fl, selected, n, uploads);
+    if (reduction) t->tally = PFL_TALLY_OTHER;
+    fl->reducing = NULL;
     return fl->reduce_failed ? -1 : 0;
 }

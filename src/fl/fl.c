@@ -560,31 +560,49 @@ static void round_figures(pfl_fl *fl, const int *selected, int n, const pfl_slot
     m->train_loss = m->train_samples ? loss_sum / (double)m->train_samples : NAN;
 }
 
-/* The round's buffers: upload slots (a whole model vector each) and what the exchange needs. */
+/* The round's buffers: the uploads this rank holds (a whole model vector
+ * each) and what the exchange needs. */
 typedef struct {
     int *selected, *dropped, *order;
     pfl_slot_record *records, *all;
-    float **uploads, **here, *storage;
+    float **uploads;      /* per slot: its upload, NULL where it is not on this rank */
+    float *storage;       /* room for `room` uploads */
+    size_t room;
 } round_buffers;
 
 static void round_buffers_free(round_buffers *b) {
     free(b->selected), free(b->dropped), free(b->order), free(b->records), free(b->all);
-    free(b->uploads), free(b->here), free(b->storage);
+    free(b->uploads), free(b->storage);
 }
 
 static int round_buffers_init(round_buffers *b, const pfl_fl *fl) {
-    const size_t N = (size_t)fl->cfg.clients, V = pfl_model_vector_len(fl->model);
+    const size_t N = (size_t)fl->cfg.clients;
     memset(b, 0, sizeof *b);
     /* every round selects the same number of clients */
     const size_t slots = (size_t)pfl_clients_per_round(&fl->cfg);
     if (!(b->selected = pfl_malloc(sizeof(int) * N)) || !(b->dropped = pfl_malloc(sizeof(int) * N)) ||
         !(b->order = pfl_malloc(sizeof(int) * N)) || !(b->records = pfl_malloc(sizeof *b->records * slots)) ||
-        !(b->all = pfl_malloc(sizeof *b->all * slots)) || !(b->uploads = pfl_calloc(slots, sizeof(float *))) ||
-        !(b->here = pfl_calloc(slots, sizeof(float *))) || !(b->storage = pfl_malloc(sizeof(float) * V * slots))) {
+        !(b->all = pfl_malloc(sizeof *b->all * slots)) || !(b->uploads = pfl_calloc(slots, sizeof(float *)))) {
         round_buffers_free(b);
         return -1;
     }
-    for (size_t k = 0; k < slots; k++) b->uploads[k] = b->storage + V * k;
+    return 0;
+}
+
+/* The uploads of the round's n slots that this rank holds: every one in
+ * one process and for a gather (all travel to every rank), its own slots
+ * in a reduction (so memory does not grow with the round's clients). */
+static int place_uploads(pfl_fl *fl, round_buffers *b, int n) {
+    const size_t V = pfl_model_vector_len(fl->model);
+    int first = 0, end = n;
+    if (pfl_transport_distributed(fl->cfg.transport) && !fl->algo->whole_uploads) pfl_fl_my_slots(fl, &first, &end);
+    if ((size_t)(end - first) > b->room) {
+        float *more = pfl_malloc(sizeof(float) * V * (size_t)(end - first));
+        if (!more) return -1;
+        free(b->storage);
+        b->storage = more, b->room = (size_t)(end - first);
+    }
+    for (int k = 0; k < n; k++) b->uploads[k] = k >= first && k < end ? b->storage + V * (size_t)(k - first) : NULL;
     return 0;
 }
 
@@ -610,14 +628,14 @@ static int train_round(pfl_fl *fl, int r, round_buffers *b, pfl_round_metrics *m
      * the others. Every rank drops the same clients (a pure function of
      * seed, round and client), so the exchange runs over the arrived ones. */
     n = pfl_drop_clients(&fl->cfg, r, b->selected, n, b->dropped, &n_dropped);
-    if (pfl_fl_deal_round(fl, b->selected, n)) return -1;
+    if (pfl_fl_deal_round(fl, b->selected, n) || place_uploads(fl, b, n)) return -1;
     memset(b->records, 0, sizeof *b->records * (size_t)n);
     train_clients(fl, b->selected, b->order, order_by_work(fl, b->selected, b->order), b->uploads, b->records);
     if (pfl_fl_store_failed(fl) || /* a client's state found no room */
         pfl_round_exchange(fl, n, b->uploads, b->records, b->all))
         return -1;
     /* no upload arrived: the global model stays as it is */
-    if (n > 0 && pfl_round_aggregate(fl, b->selected, n, b->uploads, b->here)) return -1;
+    if (n > 0 && pfl_round_aggregate(fl, b->selected, n, b->uploads)) return -1;
     if (pfl_fl_store_failed(fl) || broadcast(fl)) return -1;
     round_figures(fl, b->selected, n, b->all, m);
     fl->bytes_down += m->bytes_down, fl->bytes_up += m->bytes_up;

@@ -570,10 +570,10 @@ typedef struct {
 int pfl_round_exchange(pfl_fl *fl, int n, float *const *uploads, const pfl_slot_record *records,
                        pfl_slot_record *all);
 /* The method's aggregation of the round's n uploads. For a reduction under
- * MPI the method sees only this rank's uploads (`here`, room for n, NULL at
- * the other ranks' slots) and pfl_default_aggregate sums along the ranks.
- * 0, or -1 with a message when that failed. */
-int pfl_round_aggregate(pfl_fl *fl, const int *selected, int n, float *const *uploads, float **here);
+ * MPI `uploads` holds this rank's only (NULL at the other ranks' slots) and
+ * pfl_default_aggregate sums along the ranks. 0, or -1 with a message when
+ * that failed. */
+int pfl_round_aggregate(pfl_fl *fl, const int *selected, int n, float *const *uploads);
 
 /* SIGTERM and SIGINT (what a batch scheduler sends before it kills a job,
  * and Ctrl-C) no longer kill the process: the round under way finishes,
