@@ -2,8 +2,8 @@
  * (tests/e2e/mpi.sh runs mpirun):
  *
  *  - pfl_split_by_work on hand-worked cases, and on random work: blocks in
- *    order that cover every item, each cut the nearest one to its share of
- *    the whole (checked against every possible cut);
+ *    order that cover every item, the busiest as light as any consecutive
+ *    split allows (checked against every split, by dynamic programming);
  *  - homes: for any process count every client has exactly one home among
  *    ranks 1..P-1 (rank 0, the server, keeps none), in consecutive blocks;
  *    in-process (NULL or one process) every client is rank 0's;
@@ -24,23 +24,40 @@
 
 static void check_split(const long *work, int n, int parts, const int *want) {
     int bounds[8];
-    pfl_split_by_work(work, n, parts, bounds);
+    CHECK(pfl_split_by_work(work, n, parts, bounds) == 0, "split failed: %s", pfl_errmsg());
     for (int b = 0; b <= parts; b++)
         CHECK(bounds[b] == want[b], "split of %d items into %d: bound %d is %d, not %d", n, parts, b, bounds[b], want[b]);
 }
 
 static void test_split_by_hand(void) {
-    /* targets 4/3 and 8/3 of 4: the running totals 0 1 2 3 4 are nearest at 1 and 3 */
-    check_split((const long[]){1, 1, 1, 1}, 4, 3, (const int[]){0, 1, 3, 4});
-    /* target 4 of 8: totals 0 5 6 7 8, 5 is nearer than 0 */
+    /* at most 2 a block; the first cut nearest to 4/3 (1), the second to 1 + 3/2 (2 and 3 tie: the earlier) */
+    check_split((const long[]){1, 1, 1, 1}, 4, 3, (const int[]){0, 1, 2, 4});
+    /* the 5 alone: at most 5 a block */
     check_split((const long[]){5, 1, 1, 1}, 4, 2, (const int[]){0, 1, 4});
-    /* target 3 of 6: totals 0 1 2 6, 2 is nearer than 6 */
+    /* at most 4: the 4 alone */
     check_split((const long[]){1, 1, 4}, 3, 2, (const int[]){0, 2, 3});
+    /* 6 of 3 + 3 + 3 + 3 + 6 into 3: at most 6, cuts nearest to 6 and to 6 + 6 */
+    check_split((const long[]){6, 3, 3, 3, 3}, 5, 3, (const int[]){0, 1, 3, 5});
     /* no work: by count, 1.5 of 3 (a tie goes to the earlier cut) */
     check_split((const long[]){0, 0, 0}, 3, 2, (const int[]){0, 1, 3});
     /* more blocks than items: some stay empty */
     check_split((const long[]){2, 2}, 2, 4, (const int[]){0, 0, 1, 1, 2});
     check_split(NULL, 0, 3, (const int[]){0, 0, 0, 0});
+}
+
+/* The least the busiest of `parts` consecutive blocks can hold (every split tried, by dynamic programming). */
+static long best_split(const long *prefix, int n, int parts) {
+    long best[9][41];
+    for (int i = 0; i <= n; i++) best[1][i] = prefix[i];
+    for (int b = 2; b <= parts; b++)
+        for (int i = 0; i <= n; i++) {
+            best[b][i] = best[b - 1][i];
+            for (int j = 0; j <= i; j++) {
+                const long most = best[b - 1][j] > prefix[i] - prefix[j] ? best[b - 1][j] : prefix[i] - prefix[j];
+                if (most < best[b][i]) best[b][i] = most;
+            }
+        }
+    return best[parts][n];
 }
 
 static void test_split_random(void) {
@@ -50,20 +67,17 @@ static void test_split_random(void) {
     for (int trial = 0; trial < 300; trial++) {
         const int n = (int)pfl_rng_below(&rng, 40), parts = 1 + (int)pfl_rng_below(&rng, 8);
         prefix[0] = 0;
-        for (int i = 0; i < n; i++) work[i] = (long)pfl_rng_below(&rng, 100), prefix[i + 1] = prefix[i] + work[i];
-        pfl_split_by_work(work, n, parts, bounds);
+        for (int i = 0; i < n; i++) work[i] = 1 + (long)pfl_rng_below(&rng, 100), prefix[i + 1] = prefix[i] + work[i];
+        CHECK(pfl_split_by_work(work, n, parts, bounds) == 0, "trial %d: split failed", trial);
         CHECK(bounds[0] == 0 && bounds[parts] == n, "trial %d: blocks do not cover 0..%d", trial, n);
-        const double total = (double)prefix[n];
-        for (int b = 1; b < parts; b++) {
-            CHECK(bounds[b - 1] <= bounds[b], "trial %d: block %d goes backwards", trial, b);
-            const double target = total > 0 ? total * b / parts : (double)n * b / parts;
-            const double at = total > 0 ? (double)prefix[bounds[b]] : bounds[b];
-            for (int i = bounds[b - 1]; i <= n; i++) { /* no cut after the one before is nearer */
-                const double other = total > 0 ? (double)prefix[i] : i;
-                CHECK(!(fabs(other - target) < fabs(at - target)), "trial %d: cut %d at %d, %d is nearer", trial, b,
-                      bounds[b], i);
-            }
+        long most = 0;
+        for (int b = 0; b < parts; b++) {
+            CHECK(bounds[b] <= bounds[b + 1], "trial %d: block %d goes backwards", trial, b);
+            const long held = prefix[bounds[b + 1]] - prefix[bounds[b]];
+            most = held > most ? held : most;
         }
+        CHECK(most == best_split(prefix, n, parts), "trial %d: %d items into %d: the busiest block holds %ld, %ld is "
+              "possible", trial, n, parts, most, best_split(prefix, n, parts));
     }
 }
 
@@ -119,7 +133,7 @@ static void test_round_deal(void) {
     start_as(&f, &pfl_algo_fedavg, &t, 7);
     CHECK(f.fl.clients_move, "fedavg's clients do not move");
     CHECK(pfl_fl_deal_round(&f.fl, selected, 5) == 0, "deal failed");
-    const int moving[5] = {0, 0, 2, 3, 5}; /* totals 0 1 6 8 9 12: nearest to 4 and 8 are 6 and 8 */
+    const int moving[5] = {0, 0, 2, 4, 5}; /* at most 6 a rank, the second cut nearest to 9: 1 5 | 2 1 | 3 */
     for (int r = 0; r <= 4; r++)
         CHECK(f.fl.slot_first[r] == (r == 4 ? 5 : moving[r]), "fedavg: rank %d's slots start at %d", r,
               f.fl.slot_first[r]);

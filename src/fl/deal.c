@@ -4,29 +4,68 @@
  * the ranks in slot order and the weighted sum can run from rank to rank in
  * the order one process sums them (stages.c). In-process rank 0 has every
  * client. docs/architecture.md, "Processes", has the design. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fl/fl.h"
 #include "util/err.h"
 
-void pfl_split_by_work(const long *work, int n, int parts, int *bounds) {
-    double total = 0.0;
-    for (int i = 0; i < n; i++) total += (double)work[i];
-    bounds[0] = 0;
-    int i = 0;
-    double before = 0.0; /* the work of items [0, i) */
-    for (int b = 1; b < parts; b++) {
-        /* the cut nearest to b/parts of the whole (by count when there is no work) */
-        const double target = total > 0.0 ? total * b / parts : (double)n * b / parts;
-        while (i < n) {
-            const double w = total > 0.0 ? (double)work[i] : 1.0;
-            if (before + w > target && target - before <= before + w - target) break; /* i is the nearer cut */
-            before += w, i++;
-        }
-        bounds[b] = i;
+/* For every start i, reach[i]: the end of the longest block from i of at
+ * most `cap` work (cap is at least the largest item, so reach[i] > i), and
+ * need[i]: the fewest such blocks that hold items [i, n) (need[n] = 0). */
+static void blocks_needed(const long *w, int n, long cap, int *reach, int *need) {
+    long sum = 0; /* the work of [i, j) */
+    for (int i = 0, j = 0; i < n; i++) {
+        while (j < n && sum + w[j] <= cap) sum += w[j++];
+        reach[i] = j;
+        sum -= w[i];
     }
-    bounds[parts] = n;
+    reach[n] = n, need[n] = 0;
+    for (int i = n - 1; i >= 0; i--) need[i] = 1 + need[reach[i]];
+}
+
+int pfl_split_by_work(const long *work, int n, int parts, int *bounds) {
+    long *w = pfl_malloc(sizeof(long) * (size_t)(n + 1)), *prefix = pfl_malloc(sizeof(long) * (size_t)(n + 1));
+    int *reach = pfl_malloc(sizeof(int) * (size_t)(n + 1)), *need = pfl_malloc(sizeof(int) * (size_t)(n + 1));
+    if (!w || !prefix || !reach || !need) {
+        free(w), free(prefix), free(reach), free(need);
+        return -1;
+    }
+    long total = 0, largest = 0;
+    for (int i = 0; i < n; i++) total += work[i] > 0 ? work[i] : 0;
+    prefix[0] = 0;
+    for (int i = 0; i < n; i++) { /* no work at all: by count */
+        w[i] = total > 0 ? (work[i] > 0 ? work[i] : 0) : 1;
+        prefix[i + 1] = prefix[i] + w[i], largest = w[i] > largest ? w[i] : largest;
+    }
+    total = prefix[n];
+    /* the least a busiest block can hold (binary search: can `parts` blocks of at most cap hold everything?) */
+    long lo = largest, hi = total > largest ? total : largest;
+    while (lo < hi) {
+        const long cap = lo + (hi - lo) / 2;
+        blocks_needed(w, n, cap, reach, need);
+        if (need[0] <= parts) hi = cap;
+        else lo = cap + 1;
+    }
+    blocks_needed(w, n, lo, reach, need);
+    /* within that bound, each cut nearest to an even share of what is left, leaving enough room behind it */
+    bounds[0] = 0;
+    for (int b = 0, start = 0; b < parts; b++) {
+        const int left = parts - b; /* blocks still to fill, this one included */
+        int cut = n;
+        if (left > 1) {
+            const double target = (double)prefix[start] + (double)(total - prefix[start]) / left;
+            int e = start;
+            while (need[e] > left - 1) e++; /* the rest must fit in the blocks after this one */
+            cut = e;
+            for (; e <= reach[start]; e++)
+                if (fabs((double)prefix[e] - target) < fabs((double)prefix[cut] - target)) cut = e;
+        }
+        bounds[b + 1] = start = cut;
+    }
+    free(w), free(prefix), free(reach), free(need);
+    return 0;
 }
 
 long pfl_client_work(const pfl_fl *fl, int client) {
@@ -50,10 +89,10 @@ static int this_rank(const pfl_fl *fl) {
 
 /* bounds[0..P]: rank r has items [bounds[r], bounds[r+1]); the server
  * (rank 0 under MPI) none, the client ranks consecutive blocks by work. */
-static void deal(const pfl_fl *fl, const long *work, int n, int *bounds) {
+static int deal(const pfl_fl *fl, const long *work, int n, int *bounds) {
     const int first = first_client_rank(fl);
     for (int r = 0; r <= first; r++) bounds[r] = 0;
-    pfl_split_by_work(work, n, ranks(fl) - first, bounds + first);
+    return pfl_split_by_work(work, n, ranks(fl) - first, bounds + first);
 }
 
 int pfl_fl_deal_homes(pfl_fl *fl) {
@@ -65,9 +104,9 @@ int pfl_fl_deal_homes(pfl_fl *fl) {
         return -1;
     }
     for (int c = 0; c < N; c++) work[c] = pfl_client_work(fl, c);
-    deal(fl, work, N, fl->home_first);
+    const int rc = deal(fl, work, N, fl->home_first);
     free(work);
-    return 0;
+    return rc;
 }
 
 /* The rank whose block [bounds[r], bounds[r+1]) holds item i. */
@@ -100,9 +139,9 @@ int pfl_fl_deal_round(pfl_fl *fl, const int *selected, int n) {
     long *work = pfl_malloc(sizeof(long) * (size_t)(n ? n : 1));
     if (!work) return -1;
     for (int k = 0; k < n; k++) work[k] = pfl_client_work(fl, selected[k]);
-    deal(fl, work, n, fl->slot_first);
+    const int rc = deal(fl, work, n, fl->slot_first);
     free(work);
-    return 0;
+    return rc;
 }
 
 int pfl_fl_trainer(const pfl_fl *fl, int slot) { return rank_of(fl, fl->slot_first, slot); }

@@ -532,10 +532,12 @@ pfl_worker *pfl_fl_worker_here(pfl_fl *fl);
 
 /* Splits items 0..n-1, item i of work[i] >= 0, into `parts` consecutive
  * blocks of about equal work: block b is [bounds[b], bounds[b + 1]), with
- * bounds[0] = 0 and bounds[parts] = n; each cut is the one nearest to b/parts
- * of the whole work (of the count when there is none). A pure function:
- * every rank computes the same blocks. */
-void pfl_split_by_work(const long *work, int n, int parts, int *bounds);
+ * bounds[0] = 0 and bounds[parts] = n. The busiest block holds as little as
+ * any split into consecutive blocks allows, and within that bound each cut
+ * is the one nearest to an even share of the work left (by count when
+ * there is no work). A pure function: every rank computes the same blocks.
+ * 0, or -1 with a message (memory). */
+int pfl_split_by_work(const long *work, int n, int parts, int *bounds);
 /* A client's work in a round: the samples its local training visits (epochs
  * x its training samples; under --local-steps K, epochs x K batches), at
  * least 1. */
