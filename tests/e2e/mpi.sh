@@ -204,7 +204,8 @@ interrupt() {
     [ -e "$out/checkpoint" ] || { fail "$sig: no checkpoint in $out: $(head -5 "$out.log")"; return; }
     local last
     last=$(grep -o '"round":[0-9]*' "$out/metrics.jsonl" 2>/dev/null | tail -1 | cut -d: -f2)
-    local at="rank $rank ${ms} ms in, ${last:+after round $last}${last:-before round 0 ended}"
+    local at="rank $rank ${ms} ms in, before round 0 ended"
+    [ -n "$last" ] && at="rank $rank ${ms} ms in, after round $last"
     if [ "$sig" = KILL ]; then
         [ $rc -ne 0 ] && [ $((SECONDS - start)) -le 15 ] && [ "$(grep -c 'exited on signal 9' "$out.log")" = 1 ] &&
             ! grep -q "^pfl run" "$out.log" && pass "KILL to $at: the others ended in $((SECONDS - start)) s with one line" ||
