@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 [ "${1:-}" = -- ] && shift
 make -s build/pfl
 command -v mpirun >/dev/null || { echo "mpi_scaling: no mpirun (apt-get install openmpi-bin libopenmpi-dev)" >&2; exit 1; }
-ldd build/pfl | grep -q libmpi || { echo "mpi_scaling: build/pfl was built without MPI" >&2; exit 1; }
+ldd build/pfl | grep libmpi >/dev/null || { echo "mpi_scaling: build/pfl was built without MPI" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=bench/results/mpi_scaling
 procs=(${PROCS:-1 2 4 8 16})
