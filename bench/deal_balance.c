@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "fl/fl.h"
+#include "fl/loop.h"
 #include "run/run.h"
 #include "util/err.h"
 

@@ -19,6 +19,7 @@
 #include "algos/algos.h"
 #include "check.h"
 #include "fl/fl.h"
+#include "fl/loop.h"
 #include "fl/transport.h"
 #include "tiny.h"
 

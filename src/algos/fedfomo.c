@@ -134,11 +134,14 @@ int pfl_fedfomo_downloads(const pfl_fl *fl, int client, int *chosen) {
  * this mean whenever --batch divides the held-out count (its last batch is otherwise smaller). */
 static double val_loss(const pfl_fl *fl, pfl_worker *w, const int *idx, int n, const float *model) {
     double sum = 0.0;
+    pfl_xbuf params = pfl_exec_view_const(w->exec, model, vector_len(fl));
     for (int start = 0; start < n; start += fl->cfg.eval_batch) {
         const int B = n - start < fl->cfg.eval_batch ? n - start : fl->cfg.eval_batch;
-        pfl_dataset_gather(fl->data, idx + start, B, w->x, w->y);
-        sum += (double)pfl_forward_loss(w->ws, model, w->x, w->y, B, false, NULL) * B;
+        pfl_exec_gather(w->exec, idx + start, B);
+        pfl_exec_forward(w->exec, &params, false, NULL);
+        sum += (double)pfl_exec_xent(w->exec, NULL) * B;
     }
+    pfl_exec_unview(w->exec, &params);
     return n > 0 ? sum / n : 0.0;
 }
 
@@ -221,9 +224,9 @@ static void fomo_init(pfl_fl *fl, int client, float *model) {
 /* Local SGD on the training split without its held-out part. */
 static void fomo_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const pfl_client_data *cd = &fl->part->clients[client];
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.samples = cd->train, o.n_samples = cd->n_train - val_count(fl, client);
-    pfl_local_sgd(fl, client, w, model, &o, stats);
+    pfl_step s = pfl_step_default(fl);
+    s.samples = cd->train, s.n_samples = cd->n_train - val_count(fl, client);
+    pfl_step_run(fl, client, w, model, &s, stats);
 }
 
 /* The client uploaded: its row of P gains the weights of its last initialization. */

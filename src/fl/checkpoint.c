@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fl/fl.h"
+#include "fl/loop.h"
 #include "modules/modules.h"
 #include "util/err.h"
 #include "util/sha256.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fl/fl.h"
+#include "fl/loop.h"
 #include "modules/modules.h"
 #include "util/err.h"
 
@@ -291,11 +291,11 @@ void pfl_fl_receive(pfl_fl *fl, int client, pfl_worker *w) {
         pfl_ala_client ala = {stored + fl->personal.floats, fl->ala_started[client]};
         pfl_ala_config cfg = {mod->ala_p, mod->ala_s, mod->ala_eta, mod->ala_threshold, mod->ala_max_epochs,
                               fl->cfg.batch, pfl_private_top_layers(fl)};
-        pfl_ala_buffers buf = {w->ws, w->aux, w->aux_grads, w->x, w->y, w->order};
+        pfl_ala_buffers buf = {w->exec, w->aux, &w->aux_grads, w->order};
         pfl_rng rng = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_ALA);
         const pfl_client_data *cd = &fl->part->clients[client];
         pfl_ala_report r =
-            pfl_ala_apply(&ala, &cfg, fl->model, fl->data, cd->train, cd->n_train, w->received, state, &buf, &rng);
+            pfl_ala_apply(&ala, &cfg, fl->model, cd->train, cd->n_train, w->received, state, &buf, &rng);
         fl->ala_started[client] = ala.started;
         if (r.start_phase) fl->ala_start_epochs[client] = r.epochs, fl->ala_start_seconds[client] = r.seconds;
         if (r.hit_max)

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fl/fl.h"
+#include "fl/loop.h"
 #include "util/err.h"
 
 /* For every start i, reach[i]: the end of the longest block from i of at

@@ -1,5 +1,6 @@
 /* A round's exchange between processes (fl.h, "processes"). */
 #include "fl/fl.h"
+#include "fl/loop.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
 #include "fl/fl.h"
+#include "fl/loop.h"
 
 #include <math.h>
 #include <omp.h>
@@ -31,17 +32,17 @@ static int largest_client(const pfl_partition *part) {
 }
 
 static void worker_free(pfl_worker *w) {
-    pfl_workspace_free(w->ws);
+    if (w->exec) {
+        pfl_exec_free_buf(w->exec, &w->grads);
+        pfl_exec_free_buf(w->exec, &w->velocity);
+        pfl_exec_free_buf(w->exec, &w->aux_grads);
+        pfl_exec_destroy(w->exec);
+    }
     free(w->model);
-    free(w->grads);
-    free(w->velocity);
-    free(w->x);
-    free(w->y);
     free(w->order);
     free(w->received);
     free(w->start);
     free(w->aux);
-    free(w->aux_grads);
     free(w->own);
 }
 
@@ -52,16 +53,13 @@ static int worker_init(pfl_worker *w, int id, const pfl_fl *fl) {
      * buffers the parameters only (P) */
     const size_t P = fl->model->num_params, V = pfl_model_vector_len(fl->model);
     const int max_batch = fl->cfg.batch > fl->cfg.eval_batch ? fl->cfg.batch : fl->cfg.eval_batch;
-    const size_t sample = (size_t)pfl_model_input_size(fl->model);
-    w->ws = pfl_workspace_create(fl->model, max_batch);
-    if (!w->ws || !(w->model = pfl_malloc(V * sizeof(float))) || !(w->grads = pfl_malloc(P * sizeof(float))) ||
-        !(w->velocity = pfl_malloc(P * sizeof(float))) ||
-        !(w->x = pfl_malloc((size_t)max_batch * sample * sizeof(float))) ||
-        !(w->y = pfl_malloc((size_t)max_batch)) ||
+    const pfl_backend *be = fl->cfg.backend ? fl->cfg.backend : &pfl_backend_cpu;
+    if (!(w->exec = pfl_exec_create(be, fl->model, fl->data, max_batch))) return -1;
+    if (pfl_exec_alloc(w->exec, &w->grads, P) || pfl_exec_alloc(w->exec, &w->velocity, P) ||
+        pfl_exec_alloc(w->exec, &w->aux_grads, P) || !(w->model = pfl_malloc(V * sizeof(float))) ||
         !(w->order = pfl_malloc(sizeof(int) * (size_t)largest_client(fl->part))) ||
         !(w->received = pfl_malloc(V * sizeof(float))) || !(w->start = pfl_malloc(V * sizeof(float))) ||
-        !(w->aux = pfl_malloc(V * sizeof(float))) || !(w->aux_grads = pfl_malloc(P * sizeof(float))) ||
-        !(w->own = pfl_calloc(V, sizeof(float)))) {
+        !(w->aux = pfl_malloc(V * sizeof(float))) || !(w->own = pfl_calloc(V, sizeof(float)))) {
         worker_free(w);
         return -1;
     }
@@ -308,15 +306,18 @@ int pfl_drop_clients(const pfl_config *cfg, int round, int *clients, int n, int 
 
 static long count_correct(pfl_worker *w, const pfl_fl *fl, const float *params, const int *idx, int n,
                           bool personal) {
-    int (*own)(const pfl_fl *, pfl_worker *, const float *, int) = personal ? fl->algo->personal_correct : NULL;
+    int (*own)(const pfl_fl *, pfl_exec *, const float *) = personal ? fl->algo->personal_correct : NULL;
+    pfl_exec *x = w->exec;
+    pfl_xbuf p = pfl_exec_view_const(x, params, pfl_model_vector_len(fl->model));
     long correct = 0;
     const int eb = fl->cfg.eval_batch;
     for (int start = 0; start < n; start += eb) {
         int B = n - start < eb ? n - start : eb;
-        pfl_dataset_gather(fl->data, idx + start, B, w->x, w->y);
-        pfl_forward(w->ws, params, w->x, B, false, NULL);
-        correct += own ? own(fl, w, params, B) : pfl_count_correct(w->ws, w->y, B);
+        pfl_exec_gather(x, idx + start, B);
+        pfl_exec_forward(x, &p, false, NULL);
+        correct += own ? own(fl, x, params) : pfl_exec_correct(x);
     }
+    pfl_exec_unview(x, &p);
     return correct;
 }
 

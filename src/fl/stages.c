@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fl/fl.h"
+#include "fl/loop.h"
 #include "util/err.h"
 
 double pfl_fl_param(const pfl_fl *fl, const char *name) { return pfl_param_store_get(&fl->cfg.extra, name); }
