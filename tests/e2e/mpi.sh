@@ -164,8 +164,8 @@ up=$(json_field bytes_to_server_per_round "$TMP/fedavg/np3/summary.json")
 [ "$up" = $((model + 48 * 6)) ] && pass "fedavg: $up bytes to the server per round" ||
     fail "fedavg: $up bytes to the server per round, want $((model + 48 * 6))"
 [ "$(json_field aggregation "$TMP/fedavg/np3/summary.json")" = reduce ] &&
-    [ "$(json_field aggregation "$TMP/fedamp/np3/summary.json")" = gather ] &&
-    pass "the summary says fedavg reduces and fedamp gathers" || fail "aggregation fields: fedavg reduce, fedamp gather"
+    [ "$(json_field aggregation "$TMP/pfedcfr/np3/summary.json")" = gather ] &&
+    pass "the summary says fedavg reduces and pfedcfr gathers" || fail "aggregation fields: fedavg reduce, pfedcfr gather"
 [ "${PFL_SANITIZED:-0}" = 1 ] || {
     compare fedavg 4 $(case_flags fedavg)
     most=$(json_field bytes_to_a_client_rank_per_round "$TMP/fedavg/np4/summary.json")
