@@ -129,6 +129,14 @@ extern const pfl_algo pfl_algo_fedfomo;
 extern const pfl_algo pfl_algo_apple;
 extern const pfl_algo pfl_algo_partialfed;
 
+/* PFLlib's traditional methods: MOON, FedGen, FedCross */
+extern const pfl_algo pfl_algo_moon;
+/* MOON's model-contrastive loss (moon.c), for its tests: the batch mean of
+ * -log(e^(cos(z, glob) / tau) / (e^(cos(z, glob) / tau) + e^(cos(z, prev) / tau)))
+ * over B rows of n features; with dz non-NULL writes its gradient wrt z. */
+double pfl_moon_contrastive(const float *z, const float *glob, const float *prev, int B, long n, float tau,
+                            float *dz);
+
 /* NULL-terminated list of every algorithm. */
 extern const pfl_algo *const pfl_algos[];
 

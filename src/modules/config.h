@@ -89,6 +89,9 @@ typedef struct {
     float pf_tau_decay;     /* partialfed: the temperature of round r is tau * decay^(r-1) */
     int pf_fm, pf_fs;       /* partialfed: f_m model batches, then f_s strategy batches, in turn */
     float pf_lr;            /* partialfed: learning rate of the strategy's logits */
+    /* PFLlib's traditional methods: MOON, FedGen, FedCross */
+    float moon_mu;          /* moon: mu, weight of the model-contrastive loss */
+    float moon_tau;         /* moon: tau, its temperature */
 } pfl_algo_params;
 
 /* Modules any algorithm can switch on (DESIGN.md §2): FedALA's adaptive local

@@ -35,6 +35,8 @@ cases=(
     "fedfomo --fomo-m 3"
     "apple --join 1"
     "partialfed --pf-fm 2 --pf-fs 1"
+    # PFLlib's traditional methods: MOON's previous local models (a per-client store), sitting-out clients
+    "moon --join 0.6"
 )
 # under the sanitizers (several times slower) a sample: client state, ALA,
 # FLAYER's modules, clustering and server-side fusion

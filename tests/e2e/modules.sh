@@ -63,7 +63,8 @@ refused() {
 algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
     fedavg-c fedprox-c perfedavg fedphp
     fedfomo apple partialfed
-    fedcp gpfl fedrod fedbabu lgfedavg apfl)
+    fedcp gpfl fedrod fedbabu lgfedavg apfl
+    moon)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)
