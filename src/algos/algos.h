@@ -136,6 +136,17 @@ extern const pfl_algo pfl_algo_moon;
  * over B rows of n features; with dz non-NULL writes its gradient wrt z. */
 double pfl_moon_contrastive(const float *z, const float *glob, const float *prev, int B, long n, float tau,
                             float *dz);
+extern const pfl_algo pfl_algo_fedgen;
+/* FedGen's pieces (fedgen.c), for its tests: the mean cross-entropy of a
+ * linear head (C x D weight, then C biases) on B rows of features z against
+ * labels y, adding its gradients into dhead and dz where they are not NULL;
+ * the server's --fedgen-server-epochs Adam steps of the generator against
+ * the global model's head. */
+double pfl_fedgen_head_loss(const float *head, const float *z, const uint8_t *y, int B, int D, int C, float *dhead,
+                            float *dz);
+void pfl_fedgen_train_generator(pfl_fl *fl);
+/* The generator's model vector, its network in *net. */
+float *pfl_fedgen_generator(pfl_fl *fl, const pfl_model **net);
 
 /* NULL-terminated list of every algorithm. */
 extern const pfl_algo *const pfl_algos[];

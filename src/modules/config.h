@@ -92,6 +92,10 @@ typedef struct {
     /* PFLlib's traditional methods: MOON, FedGen, FedCross */
     float moon_mu;          /* moon: mu, weight of the model-contrastive loss */
     float moon_tau;         /* moon: tau, its temperature */
+    int fedgen_noise_dim;   /* fedgen: width of the generator's noise input */
+    int fedgen_hidden;      /* fedgen: width of its hidden layer */
+    float fedgen_lr;        /* fedgen: learning rate of its Adam steps */
+    int fedgen_server_epochs; /* fedgen: its steps on the server per round */
 } pfl_algo_params;
 
 /* Modules any algorithm can switch on (DESIGN.md §2): FedALA's adaptive local

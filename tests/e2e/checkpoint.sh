@@ -37,6 +37,8 @@ cases=(
     "partialfed --pf-fm 2 --pf-fs 1"
     # PFLlib's traditional methods: MOON's previous local models (a per-client store), sitting-out clients
     "moon --join 0.6"
+    # FedGen's generator and its Adam moments (server state)
+    "fedgen --fedgen-server-epochs 20"
 )
 # under the sanitizers (several times slower) a sample: client state, ALA,
 # FLAYER's modules, clustering and server-side fusion

@@ -29,6 +29,7 @@ algo_flags() {
         fedalp) echo --groups 2 --warmup 1 ;;
         cfl) echo --cfl-eps1 1e9 --cfl-eps2 0 --cfl-warmup 1 ;;
         fedtsdp) echo --public 500 --tsdp-hth 0 ;;
+        fedgen) echo --fedgen-server-epochs 20 ;; # the generator's 1000 steps a round are most of a tiny run
         partialfed) echo --pf-fm 1 --pf-fs 1 ;; # 5 batches a round: the default 8 + 2 would never train the strategy
         # one label per client gives balanced softmax a zero loss (the absent
         # classes' offsets are log 0), so the generic model would never move
@@ -57,6 +58,8 @@ refused() {
         # issue 16: GPFL and FedCP route features through a valve or a policy, ALA learns on
         # the backbone's output head(h); APFL trains with its own steps
         "gpfl --ala" | "fedcp --ala" | "apfl --flayer-lr") printf '%s\n' "$2" ;;
+        # the generator learns on the averaged head, the uploads' ensemble only when every head is sent whole
+        "fedgen --flayer-mask") printf '%s\n' "$2" ;;
     esac
 }
 
@@ -64,7 +67,7 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fedavg-c fedprox-c perfedavg fedphp
     fedfomo apple partialfed
     fedcp gpfl fedrod fedbabu lgfedavg apfl
-    moon)
+    moon fedgen)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)
