@@ -147,6 +147,17 @@ double pfl_fedgen_head_loss(const float *head, const float *z, const uint8_t *y,
 void pfl_fedgen_train_generator(pfl_fl *fl);
 /* The generator's model vector, its network in *net. */
 float *pfl_fedgen_generator(pfl_fl *fl, const pfl_model **net);
+extern const pfl_algo pfl_algo_fedcross;
+/* FedCross's pieces (fedcross.c), for its tests: which middleware model the
+ * client trains in `round` (its place in the round's random order; -1 when
+ * not selected); the similarity of two model vectors (the sum over layers of
+ * the cosine of their parameters, the last layer twice); model j's
+ * collaborator among K by the K x K similarities (strategy 0 in turn, 1 the
+ * least similar, 2 the most similar); middleware model k. */
+int pfl_fedcross_slot(const pfl_config *cfg, int round, int client);
+double pfl_fedcross_similarity(const pfl_model *m, const float *a, const float *b);
+int pfl_fedcross_collaborator(const double *sim, int K, int j, int strategy, int round);
+const float *pfl_fedcross_middleware(const pfl_fl *fl, int k);
 
 /* NULL-terminated list of every algorithm. */
 extern const pfl_algo *const pfl_algos[];

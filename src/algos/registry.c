@@ -22,7 +22,7 @@ const pfl_algo *const pfl_algos[] = {&pfl_algo_fedavg, &pfl_algo_local, &pfl_alg
                                      /* several downloaded models; partial loading */
                                      &pfl_algo_fedfomo, &pfl_algo_apple, &pfl_algo_partialfed,
                                      /* PFLlib's traditional methods: MOON, FedGen, FedCross */
-                                     &pfl_algo_moon, &pfl_algo_fedgen,
+                                     &pfl_algo_moon, &pfl_algo_fedgen, &pfl_algo_fedcross,
                                      NULL};
 
 /* Methods registered at run time (pfl_algo_register), after the built-in ones. */

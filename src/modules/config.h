@@ -96,6 +96,9 @@ typedef struct {
     int fedgen_hidden;      /* fedgen: width of its hidden layer */
     float fedgen_lr;        /* fedgen: learning rate of its Adam steps */
     int fedgen_server_epochs; /* fedgen: its steps on the server per round */
+    float fedcross_alpha;   /* fedcross: the weight a middleware model keeps of itself */
+    int fedcross_select;    /* fedcross: collaborator: 0 in turn, 1 least similar, 2 most similar */
+    int fedcross_first_stage; /* fedcross: rounds before cross-aggregation begins */
 } pfl_algo_params;
 
 /* Modules any algorithm can switch on (DESIGN.md §2): FedALA's adaptive local

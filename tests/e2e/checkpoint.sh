@@ -39,6 +39,8 @@ cases=(
     "moon --join 0.6"
     # FedGen's generator and its Adam moments (server state)
     "fedgen --fedgen-server-epochs 20"
+    # FedCross's middleware models (server state)
+    "fedcross"
 )
 # under the sanitizers (several times slower) a sample: client state, ALA,
 # FLAYER's modules, clustering and server-side fusion

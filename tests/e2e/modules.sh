@@ -60,6 +60,8 @@ refused() {
         "gpfl --ala" | "fedcp --ala" | "apfl --flayer-lr") printf '%s\n' "$2" ;;
         # the generator learns on the averaged head, the uploads' ensemble only when every head is sent whole
         "fedgen --flayer-mask") printf '%s\n' "$2" ;;
+        # each client trains a middleware model, not the global one; the server keeps whole uploads
+        "fedcross --ala" | "fedcross --flayer-agg" | "fedcross --flayer-mask") printf '%s\n' "$2" ;;
     esac
 }
 
@@ -67,7 +69,7 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fedavg-c fedprox-c perfedavg fedphp
     fedfomo apple partialfed
     fedcp gpfl fedrod fedbabu lgfedavg apfl
-    moon fedgen)
+    moon fedgen fedcross)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)
