@@ -23,6 +23,7 @@
 
 #include "algos/algos.h"
 #include "check.h"
+#include "fd_check.h"
 #include "fl/fl.h"
 #include "nn/model.h"
 #include "tiny.h"
@@ -57,17 +58,18 @@ static void const_fed_init(const_fed *c, pfl_config cfg) {
     tiny_fed_data(&c->f, 1, n_train, n_test);
     for (int i = 0; i < c->f.d.n; i++) c->f.d.labels[i] = 0;
     tiny_fed_start(&c->f, &pfl_algo_fedgen, &cfg);
-    const pfl_model *m = &c->f.m, *g;
-    float *gen = pfl_fedgen_generator(&c->f.fl, &g);
+    const pfl_model *m = &c->f.m;
+    size_t len;
+    float *gen = pfl_fedgen_generator(&c->f.fl, &len);
     c->D = (int)pfl_model_layer_input_size(m, m->num_layers - 1);
     c->head = m->layers[m->num_layers - 1].offset;
     c->hidden = cfg.algo.fedgen_hidden;
-    const pfl_layer *last = &g->layers[g->num_layers - 1];
-    CHECK(last->length == (size_t)c->D * (size_t)(c->hidden + 1), "generator's last layer: %zu floats, want D(h + 1)",
-          last->length);
-    c->gen_last = last->offset;
-    memset(gen + last->offset, 0, sizeof(float) * (size_t)c->D * (size_t)c->hidden);
-    c->beta = gen + last->offset + (size_t)c->D * (size_t)c->hidden;
+    const int in = cfg.algo.fedgen_noise_dim + m->classes, H = c->hidden;
+    CHECK(len == (size_t)H * (in + 3) + (size_t)c->D * (H + 1), "generator of %zu parameters, want %d", len,
+          H * (in + 3) + c->D * (H + 1));
+    c->gen_last = len - (size_t)c->D * (size_t)(H + 1);
+    memset(gen + c->gen_last, 0, sizeof(float) * (size_t)c->D * (size_t)H);
+    c->beta = gen + c->gen_last + (size_t)c->D * (size_t)H;
     pfl_rng r = tiny_rng(3);
     tiny_fill(c->beta, (size_t)c->D, -1, 1, &r);
 }
@@ -117,9 +119,9 @@ static void test_server_first_adam_step(void) {
     const pfl_config cfg = const_config();
     const_fed_init(&c, cfg);
     pfl_fl *fl = &c.f.fl;
-    const pfl_model *m = &c.f.m, *g;
-    float *gen = pfl_fedgen_generator(fl, &g);
-    const size_t V = pfl_model_vector_len(g);
+    const pfl_model *m = &c.f.m;
+    size_t V;
+    float *gen = pfl_fedgen_generator(fl, &V);
     float *before = tiny_floats(V), *dz = tiny_floats((size_t)c.D);
     memcpy(before, gen, V * sizeof(float));
     const uint8_t y[1] = {0};
@@ -145,15 +147,45 @@ static void test_server_first_adam_step(void) {
 static void test_round_trains_generator(void) {
     const_fed c;
     const_fed_init(&c, const_config());
-    const pfl_model *g;
-    float *gen = pfl_fedgen_generator(&c.f.fl, &g);
-    const size_t V = pfl_model_vector_len(g);
+    size_t V;
+    float *gen = pfl_fedgen_generator(&c.f.fl, &V);
     float *before = tiny_floats(V);
     memcpy(before, gen, V * sizeof(float));
     CHECK(pfl_fl_run(&c.f.fl, NULL, NULL) == 0, "run: %s", pfl_errmsg());
     CHECK(tiny_count_diff(gen, before, 0, V) > 0, "a round left the generator as it was");
     free(before);
     tiny_fed_free(&c.f);
+}
+
+/* The generator's gradient (fc1, BatchNorm on batch statistics, ReLU, fc,
+ * then the head's cross-entropy) against finite differences, three classes
+ * of labels drawn. */
+typedef struct {
+    pfl_fl *fl;
+    pfl_rng rng;
+} gen_loss_ctx;
+
+static double gen_loss_of(void *p) {
+    gen_loss_ctx *c = p;
+    pfl_rng r = c->rng;
+    return pfl_fedgen_generator_loss(c->fl, &r, NULL);
+}
+
+static void test_generator_gradient(void) {
+    const int n_train[1] = {6}, n_test[1] = {2};
+    pfl_config cfg = const_config();
+    tiny_fed f;
+    tiny_fed_init(&f, &pfl_algo_fedgen, cfg, n_train, n_test);
+    size_t P;
+    float *gen = pfl_fedgen_generator(&f.fl, &P);
+    float *ana = tiny_floats(P), *num = tiny_floats(P);
+    gen_loss_ctx c = {&f.fl, tiny_rng(8)};
+    pfl_rng r = c.rng;
+    pfl_fedgen_generator_loss(&f.fl, &r, ana);
+    fd_all(num, gen, (long)P, 1e-3f, gen_loss_of, &c);
+    check_grad("fedgen generator", num, ana, (long)P);
+    free(ana), free(num);
+    tiny_fed_free(&f);
 }
 
 static void test_mask_refused(void) {
@@ -170,6 +202,7 @@ int main(void) {
     test_client_step();
     test_server_first_adam_step();
     test_round_trains_generator();
+    test_generator_gradient();
     test_mask_refused();
     TEST_MAIN_END();
 }

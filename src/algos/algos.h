@@ -145,8 +145,14 @@ extern const pfl_algo pfl_algo_fedgen;
 double pfl_fedgen_head_loss(const float *head, const float *z, const uint8_t *y, int B, int D, int C, float *dhead,
                             float *dz);
 void pfl_fedgen_train_generator(pfl_fl *fl);
-/* The generator's model vector, its network in *net. */
-float *pfl_fedgen_generator(pfl_fl *fl, const pfl_model **net);
+/* The generator's parameters (*length floats): fc1's hidden x (noise + C)
+ * weight and hidden biases, its BatchNorm's hidden weights and biases, fc's
+ * D x hidden weight and D biases. */
+float *pfl_fedgen_generator(pfl_fl *fl, size_t *length);
+/* One generated batch of --batch samples drawn from rng: the mean CE of
+ * the global model's head on G's features against their labels, its
+ * gradient wrt G's parameters added into grad (NULL: none). */
+double pfl_fedgen_generator_loss(pfl_fl *fl, pfl_rng *rng, float *grad);
 extern const pfl_algo pfl_algo_fedcross;
 /* FedCross's pieces (fedcross.c), for its tests: which middleware model the
  * client trains in `round` (its place in the round's random order; -1 when

@@ -27,12 +27,22 @@
 #include <string.h>
 
 #include "algos/algos.h"
+#include "nn/layers.h"
 #include "nn/model.h"
 #include "util/err.h"
 
+/* Where the generator's parameters lie in its vector, PyTorch's order:
+ * fc1.0 (hidden x in weight, bias), fc1.1 (BatchNorm weight, bias), fc
+ * (D x hidden weight, bias). Its BatchNorm always uses batch statistics, so
+ * it has no running statistics to keep. */
 typedef struct {
-    pfl_model gen;     /* the generator's network */
-    float *params;     /* its model vector (its BatchNorm's running statistics are never read) */
+    int in, hidden, D;
+    size_t w1, b1, gamma, beta, w2, b2, total;
+} gen_layout;
+
+typedef struct {
+    gen_layout g;
+    float *params;     /* the generator's parameters (g.total) */
     float *adam_m, *adam_v;
     int adam_steps;
     int C, D, noise;
@@ -40,14 +50,54 @@ typedef struct {
     double *label_cdf; /* C: the share of every client's training samples with a label <= c */
 } fedgen_state;
 
-/* Scratch of one generator batch. */
+/* One generator batch: its input, the activations the backward reads, the labels. */
 typedef struct {
-    pfl_workspace *ws;
-    float *input;   /* B x (noise + C) */
-    uint8_t *labels;
-    float *dz;      /* B x D */
     int B;
+    float *input;             /* B x in: the noise, then the label's one-hot */
+    float *a, *bn, *r, *z;    /* B x hidden, B x hidden, B x hidden, B x D */
+    float *mean, *var, *invstd; /* hidden each */
+    float *dr, *dbn, *da, *dz;  /* B x hidden (three), B x D */
+    uint8_t *labels;
 } gen_batch;
+
+static gen_layout gen_layout_of(int in, int hidden, int D) {
+    gen_layout g = {in, hidden, D, 0, 0, 0, 0, 0, 0, 0};
+    g.b1 = g.w1 + (size_t)hidden * (size_t)in;
+    g.gamma = g.b1 + (size_t)hidden;
+    g.beta = g.gamma + (size_t)hidden;
+    g.w2 = g.beta + (size_t)hidden;
+    g.b2 = g.w2 + (size_t)D * (size_t)hidden;
+    g.total = g.b2 + (size_t)D;
+    return g;
+}
+
+/* nn.Linear's uniform +-1/sqrt(fan_in) for weights and biases, BatchNorm's 1 and 0. */
+static void gen_init(const gen_layout *g, float *p, pfl_rng *rng) {
+    const double bound1 = 1.0 / sqrt((double)g->in), bound2 = 1.0 / sqrt((double)g->hidden);
+    for (size_t i = g->w1; i < g->gamma; i++) p[i] = (float)((2.0 * pfl_rng_uniform(rng) - 1.0) * bound1);
+    for (size_t i = g->gamma; i < g->beta; i++) p[i] = 1.0f;
+    for (size_t i = g->beta; i < g->w2; i++) p[i] = 0.0f;
+    for (size_t i = g->w2; i < g->total; i++) p[i] = (float)((2.0 * pfl_rng_uniform(rng) - 1.0) * bound2);
+}
+
+/* z = fc(ReLU(BatchNorm(fc1(input)))), batch statistics. */
+static void gen_forward(const gen_layout *g, const float *p, gen_batch *b) {
+    const int B = b->B, H = g->hidden;
+    pfl_linear_forward(b->a, b->input, p + g->w1, p + g->b1, B, g->in, H);
+    pfl_batchnorm_forward_train(b->bn, b->mean, b->var, b->invstd, b->a, p + g->gamma, p + g->beta, B, H, 1);
+    pfl_relu_forward(b->r, b->bn, (long)B * H);
+    pfl_linear_forward(b->z, b->r, p + g->w2, p + g->b2, B, H, g->D);
+}
+
+/* Adds into grad the gradient of the loss whose gradient wrt z is b->dz. */
+static void gen_backward(const gen_layout *g, const float *p, gen_batch *b, float *grad) {
+    const int B = b->B, H = g->hidden;
+    pfl_linear_backward(b->dr, grad + g->w2, grad + g->b2, b->dz, b->r, p + g->w2, B, H, g->D);
+    pfl_relu_backward(b->dbn, b->dr, b->r, (long)B * H);
+    pfl_batchnorm_backward(b->da, grad + g->gamma, grad + g->beta, b->dbn, b->a, p + g->gamma, b->mean, b->invstd,
+                           B, H, 1, true);
+    pfl_linear_backward(NULL, grad + g->w1, grad + g->b1, b->da, b->input, p + g->w1, B, g->in, H);
+}
 
 /* The head must be the model's last operation, one Linear with bias. */
 static int head_offset(const pfl_model *m, size_t *offset) {
@@ -60,14 +110,6 @@ static int head_offset(const pfl_model *m, size_t *offset) {
                        m->name);
     *offset = m->layers[L - 1].offset;
     return 0;
-}
-
-static int build_generator(pfl_model *g, int noise, int C, int hidden, int D) {
-    return pfl_model_begin(g, "fedgen-generator", noise + C, 1, 1, D) || pfl_model_linear(g, "fc1.0", hidden) ||
-                   pfl_model_batchnorm(g, "fc1.1") || pfl_model_relu(g) || pfl_model_linear(g, "fc", D) ||
-                   pfl_model_finish(g)
-               ? -1
-               : 0;
 }
 
 static int label_shares(const pfl_fl *fl, double *cdf, int C) {
@@ -99,37 +141,41 @@ static int fedgen_create(pfl_fl *fl) {
     s->C = m->classes, s->noise = a->fedgen_noise_dim;
     if (head_offset(m, &s->head)) return -1;
     s->D = (int)pfl_model_layer_input_size(m, m->num_layers - 1);
-    if (build_generator(&s->gen, s->noise, s->C, a->fedgen_hidden, s->D)) return -1;
-    const size_t V = pfl_model_vector_len(&s->gen), P = s->gen.num_params;
-    if (!(s->params = pfl_malloc(V * sizeof(float))) || !(s->adam_m = pfl_calloc(P, sizeof(float))) ||
+    s->g = gen_layout_of(s->noise + s->C, a->fedgen_hidden, s->D);
+    const size_t P = s->g.total;
+    if (!(s->params = pfl_malloc(P * sizeof(float))) || !(s->adam_m = pfl_calloc(P, sizeof(float))) ||
         !(s->adam_v = pfl_calloc(P, sizeof(float))) || !(s->label_cdf = pfl_calloc((size_t)s->C, sizeof(double))))
         return -1;
     pfl_rng init = pfl_rng_stream(fl->cfg.seed, 0, PFL_RNG_NONE, PFL_RNG_ALGO);
-    pfl_model_init_params(&s->gen, s->params, &init);
+    gen_init(&s->g, s->params, &init);
     return label_shares(fl, s->label_cdf, s->C);
 }
 
-static void gen_batch_free(gen_batch *g) {
-    pfl_workspace_free(g->ws);
-    free(g->input), free(g->labels), free(g->dz);
+static void gen_batch_free(gen_batch *b) {
+    free(b->input), free(b->a), free(b->bn), free(b->r), free(b->z), free(b->mean), free(b->var), free(b->invstd);
+    free(b->dr), free(b->dbn), free(b->da), free(b->dz), free(b->labels);
 }
 
-static int gen_batch_make(gen_batch *g, const fedgen_state *s, int B) {
-    memset(g, 0, sizeof *g);
-    g->B = B;
-    g->ws = pfl_workspace_create(&s->gen, B);
-    g->input = pfl_malloc(sizeof(float) * (size_t)B * (size_t)(s->noise + s->C));
-    g->labels = pfl_malloc((size_t)B);
-    g->dz = pfl_malloc(sizeof(float) * (size_t)B * (size_t)s->D);
-    if (g->ws && g->input && g->labels && g->dz) return 0;
-    gen_batch_free(g);
+static int gen_batch_make(gen_batch *b, const fedgen_state *s, int B) {
+    memset(b, 0, sizeof *b);
+    b->B = B;
+    const size_t BH = (size_t)B * (size_t)s->g.hidden, BD = (size_t)B * (size_t)s->D, H = (size_t)s->g.hidden;
+    float **per_hidden[] = {&b->a, &b->bn, &b->r, &b->dr, &b->dbn, &b->da};
+    bool ok = (b->input = pfl_malloc(sizeof(float) * (size_t)B * (size_t)s->g.in)) &&
+              (b->z = pfl_malloc(sizeof(float) * BD)) && (b->dz = pfl_malloc(sizeof(float) * BD)) &&
+              (b->mean = pfl_malloc(sizeof(float) * H)) && (b->var = pfl_malloc(sizeof(float) * H)) &&
+              (b->invstd = pfl_malloc(sizeof(float) * H)) && (b->labels = pfl_malloc((size_t)B));
+    for (size_t k = 0; ok && k < sizeof per_hidden / sizeof *per_hidden; k++)
+        ok = (*per_hidden[k] = pfl_malloc(sizeof(float) * BH)) != NULL;
+    if (ok) return 0;
+    gen_batch_free(b);
     return -1;
 }
 
 /* B labels drawn by the clients' label shares, and G's features of them
- * (B x D, in the workspace): uniform noise in [0, 1) beside each one-hot. */
+ * (B x D, in g->z): uniform noise in [0, 1) beside each one-hot. */
 static const float *generate(const fedgen_state *s, gen_batch *g, pfl_rng *rng) {
-    const int width = s->noise + s->C;
+    const int width = s->g.in;
     for (int i = 0; i < g->B; i++) {
         const double u = pfl_rng_uniform(rng);
         int c = 0;
@@ -142,7 +188,8 @@ static const float *generate(const fedgen_state *s, gen_batch *g, pfl_rng *rng) 
         memset(row + s->noise, 0, sizeof(float) * (size_t)s->C);
         row[s->noise + g->labels[i]] = 1.0f;
     }
-    return pfl_forward(g->ws, s->params, g->input, g->B, true, NULL);
+    gen_forward(&s->g, s->params, g);
+    return g->z;
 }
 
 double pfl_fedgen_head_loss(const float *head, const float *z, const uint8_t *y, int B, int D, int C, float *dhead,
@@ -225,34 +272,53 @@ static double generator_lr(const pfl_fl *fl) {
     return fl->cfg.lr > 0.0f ? glr * pfl_round_lr(fl) / fl->cfg.lr : glr;
 }
 
+/* One generated batch's CE(head(G(y')), y') against the global model's
+ * head, its gradient wrt G's parameters added into grad. */
+static double generator_loss(const pfl_fl *fl, const fedgen_state *s, gen_batch *g, pfl_rng *rng, float *grad) {
+    const float *z = generate(s, g, rng);
+    memset(g->dz, 0, sizeof(float) * (size_t)g->B * (size_t)s->D);
+    const double loss = pfl_fedgen_head_loss(fl->global + s->head, z, g->labels, g->B, s->D, s->C, NULL, g->dz);
+    gen_backward(&s->g, s->params, g, grad);
+    return loss;
+}
+
+double pfl_fedgen_generator_loss(pfl_fl *fl, pfl_rng *rng, float *grad) {
+    const fedgen_state *s = fl->algo_state;
+    gen_batch g;
+    float *own = grad ? NULL : pfl_calloc(s->g.total, sizeof(float));
+    if ((!grad && !own) || gen_batch_make(&g, s, fl->cfg.batch)) {
+        free(own);
+        return NAN;
+    }
+    const double loss = generator_loss(fl, s, &g, rng, grad ? grad : own);
+    gen_batch_free(&g);
+    free(own);
+    return loss;
+}
+
 void pfl_fedgen_train_generator(pfl_fl *fl) {
     fedgen_state *s = fl->algo_state;
     gen_batch g;
-    const size_t P = s->gen.num_params;
+    const size_t P = s->g.total;
     float *grad = pfl_malloc(P * sizeof(float));
     if (!grad || gen_batch_make(&g, s, fl->cfg.batch)) {
         free(grad);
         return; /* out of memory: the generator stays as it is this round */
     }
     pfl_rng rng = pfl_rng_stream(fl->cfg.seed, fl->round, PFL_RNG_NONE, PFL_RNG_ALGO);
-    const int out = s->gen.num_layers;
     const double lr = generator_lr(fl);
     for (int e = 0; e < fl->cfg.algo.fedgen_server_epochs; e++) {
-        const float *z = generate(s, &g, &rng);
-        memset(g.dz, 0, sizeof(float) * (size_t)g.B * (size_t)s->D);
-        pfl_fedgen_head_loss(fl->global + s->head, z, g.labels, g.B, s->D, s->C, NULL, g.dz);
         memset(grad, 0, P * sizeof(float));
-        const float *d = g.dz;
-        pfl_backward_terms(g.ws, s->params, NULL, grad, 0, 0.0f, &out, &d, 1);
+        generator_loss(fl, s, &g, &rng, grad);
         adam_step(s->params, grad, s->adam_m, s->adam_v, P, ++s->adam_steps, lr);
     }
     gen_batch_free(&g);
     free(grad);
 }
 
-float *pfl_fedgen_generator(pfl_fl *fl, const pfl_model **net) {
+float *pfl_fedgen_generator(pfl_fl *fl, size_t *length) {
     fedgen_state *s = fl->algo_state;
-    *net = &s->gen;
+    *length = s->g.total;
     return s->params;
 }
 
@@ -265,7 +331,7 @@ static void fedgen_aggregate(pfl_fl *fl, const int *clients, int n, float *const
 static void fedgen_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
     const fedgen_state *s = fl->algo_state;
     pfl_default_message_bytes(fl, client, sent, down, up);
-    *down += sizeof(float) * (uint64_t)s->gen.num_params;
+    *down += sizeof(float) * (uint64_t)s->g.total;
 }
 
 static int fedgen_check(const pfl_config *cfg) {
@@ -277,8 +343,8 @@ static int fedgen_check(const pfl_config *cfg) {
 
 static int fedgen_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
     const fedgen_state *s = fl->algo_state;
-    const size_t P = s->gen.num_params;
-    return pfl_ckpt_put_f32(w, "fedgen.generator", s->params, pfl_model_vector_len(&s->gen)) ||
+    const size_t P = s->g.total;
+    return pfl_ckpt_put_f32(w, "fedgen.generator", s->params, P) ||
                    pfl_ckpt_put_f32(w, "fedgen.adam_m", s->adam_m, P) ||
                    pfl_ckpt_put_f32(w, "fedgen.adam_v", s->adam_v, P) ||
                    pfl_ckpt_put_int(w, "fedgen.adam_steps", s->adam_steps)
@@ -288,9 +354,9 @@ static int fedgen_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
 
 static int fedgen_load(pfl_fl *fl, pfl_ckpt_reader *r) {
     fedgen_state *s = fl->algo_state;
-    const size_t P = s->gen.num_params;
+    const size_t P = s->g.total;
     int64_t steps;
-    if (pfl_ckpt_get_f32(r, "fedgen.generator", s->params, pfl_model_vector_len(&s->gen)) ||
+    if (pfl_ckpt_get_f32(r, "fedgen.generator", s->params, P) ||
         pfl_ckpt_get_f32(r, "fedgen.adam_m", s->adam_m, P) || pfl_ckpt_get_f32(r, "fedgen.adam_v", s->adam_v, P) ||
         pfl_ckpt_get_int(r, "fedgen.adam_steps", &steps))
         return -1;
