@@ -623,7 +623,7 @@ int pfl_fl_run_with(pfl_fl *fl, pfl_round_callback cb, pfl_after_round after, vo
         for (int k = 0; k < n; k++) {
             uint64_t down = 0, up = 0;
             (fl->algo->message_bytes ? fl->algo->message_bytes : pfl_default_message_bytes)(
-                fl, selected[k], fl->sent ? fl->sent[k] : NULL, &down, &up);
+                fl, selected[k], fl->sent ? fl->sent[k] : NULL, uploads[k], &down, &up);
             bytes_down += down, bytes_up += up;
         }
         fl->bytes_down += bytes_down, fl->bytes_up += bytes_up;
