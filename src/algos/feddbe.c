@@ -66,6 +66,15 @@ static int feddbe_check(const pfl_config *cfg) {
     return 0;
 }
 
+/* What a client receives: the global model with its own PRBM. */
+static void feddbe_receive(pfl_fl *fl, int client, const float *state, float *received) {
+    (void)client;
+    const pfl_model *m = fl->model;
+    const pfl_layer *prbm = &m->layers[prbm_row(m)];
+    memcpy(received, fl->global, pfl_model_vector_len(m) * sizeof(float));
+    memcpy(received + prbm->offset, state + prbm->offset, prbm->length * sizeof(float));
+}
+
 /* ---- the loss ---- */
 
 static void head_forward(const pfl_feddbe_view *v, const float *h, float *shifted, float *logits) {
@@ -279,6 +288,7 @@ const pfl_algo pfl_algo_feddbe = {
     .check = feddbe_check,
     .create = feddbe_create,
     .destroy = feddbe_destroy,
+    .receive = feddbe_receive,
     .local_train = feddbe_train,
     .personal_correct = feddbe_personal_correct,
     .report = feddbe_report,
