@@ -287,10 +287,10 @@ static void test_messages_and_mean(void) {
     float *u1 = tiny_floats(V), *u2 = tiny_floats(V);
     pfl_rng r = tiny_rng(3);
     tiny_fill(u1, V, -1, 1, &r), tiny_fill(u2, V, -1, 1, &r);
-    /* fc1: client 0 sends 3 e_0 e_0^T + e_2 e_2^T as rank one (9 of 10 exceeds 0.85), client 1 3 e_2 e_2^T */
+    /* fc1: client 0 sends 3 e_0 e_0^T + e_2 e_2^T as rank one (9 of 10 exceeds 0.85), client 1 e_2 e_2^T */
     rank_one(u1 + fc1->offset, 100, 16, 0, 0, 3.0f);
     u1[fc1->offset + 2 * 16 + 2] = 1.0f;
-    rank_one(u2 + fc1->offset, 100, 16, 2, 2, 3.0f);
+    rank_one(u2 + fc1->offset, 100, 16, 2, 2, 1.0f);
     rank_one(u1 + fc->offset, 3, 100, 2, 5, 2.0f);
     rank_one(u2 + fc->offset, 3, 100, 2, 5, 4.0f);
     fl->round = 1;
@@ -304,17 +304,18 @@ static void test_messages_and_mean(void) {
     float *expect = tiny_floats(V);
     for (size_t j = 0; j < V; j++) expect[j] = u1[j] * 0.5f + u2[j] * 0.5f; /* equal weights, not 4 : 12 */
     pfl_algo_fedkd.aggregate(fl, clients, 2, uploads);
-    /* the mean of what the server reconstructs, 1.5 e_0 e_0^T + 1.5 e_2 e_2^T, needs both values (2.25 of
-     * 4.5 does not exceed 0.85); had client 0's upload gone uncompressed, e_2's would be 2 */
-    CHECK(check_close(fl->global[fc1->offset], 1.5, 1e-5) && check_close(fl->global[fc1->offset + 34], 1.5, 1e-5),
-          "fc1: (%g, %g), want 1.5 and 1.5", fl->global[fc1->offset], fl->global[fc1->offset + 34]);
+    /* the mean of what the server reconstructs, 1.5 e_0 e_0^T + 0.5 e_2 e_2^T, compressed again: 2.25 of
+     * 2.5 exceeds 0.85, so e_2 goes (sent uncompressed it would stay at 0.5; had client 0's upload gone
+     * uncompressed, the mean 1.5 e_0 + 1 e_2 would have needed both values, e_2 at 1) */
+    CHECK(check_close(fl->global[fc1->offset], 1.5, 1e-5) && fabs(fl->global[fc1->offset + 34]) < 1e-6,
+          "fc1: (%g, %g), want 1.5 and 0", fl->global[fc1->offset], fl->global[fc1->offset + 34]);
     CHECK(check_close(fl->global[fc->offset + 2 * 100 + 5], 3.0, 1e-5), "fc: the mean of 2 and 4");
     CHECK(check_close(fl->global[fc1->offset + 1600 + 7], expect[fc1->offset + 1600 + 7], 1e-6) &&
               check_close(fl->global[V - 1], expect[V - 1], 1e-6),
           "biases: the plain equal-weight mean");
     fl->round = 2;
     pfl_algo_fedkd.message_bytes(fl, 0, NULL, u1, &down, &up);
-    CHECK(down == 4 * (2 * 117 + 100 + 104 + 3), "down: the mean as compressed, %llu bytes", (unsigned long long)down);
+    CHECK(down == 4 * (117 + 100 + 104 + 3), "down: the mean as compressed, %llu bytes", (unsigned long long)down);
     free(u1), free(u2), free(expect);
     tiny_fed_free(&f);
 }
