@@ -452,6 +452,7 @@ const pfl_algo pfl_algo_fedkd = {
     .has_global = true,
     .stateful = true,
     .keeps_state = true,
+    .whole_uploads = true, /* its own aggregation reads every upload (not through pfl_default_aggregate) */
     .check = fedkd_check,
     .create = fedkd_create,
     .destroy = fedkd_destroy,

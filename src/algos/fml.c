@@ -127,6 +127,7 @@ const pfl_algo pfl_algo_fml = {
     .has_global = true,
     .stateful = true,
     .keeps_state = true,
+    .whole_uploads = true, /* its own aggregation reads every upload (not through pfl_default_aggregate) */
     .check = fml_check,
     .local_init = fml_init,
     .local_train = fml_train,
