@@ -229,6 +229,7 @@ static const char resume_usage[] =
     "Goes on with the run whose --out was DIR from DIR/checkpoint (written by --checkpoint-every):\n"
     "rebuilds data, clients, model and method from the flags stored there, loads the state and\n"
     "trains the remaining rounds; metrics.jsonl and summary.json end as the uninterrupted run's.\n"
+    "A run that finished (DIR/summary.json) is left as it is. DIR is locked while it runs.\n"
     "These flags change nothing in the results, only how the run goes:";
 
 int cmd_resume(int argc, char **argv) {
@@ -265,7 +266,10 @@ int cmd_resume(int argc, char **argv) {
     if (refuse_checkpoints_under_mpi(&transport, "pfl resume", true)) return 2;
     const pfl_resume_options r = {.threads = threads, .data_dir = data_dir, .quiet = quiet, .stop_after = stop_after};
     rc = pfl_run_resume(argv[0], &r);
-    if (rc) fprintf(stderr, "pfl resume: %s\n", pfl_errmsg());
+    if (rc < 0) fprintf(stderr, "pfl resume: %s\n", pfl_errmsg());
+    else if (rc > 0) /* quiet or not: what happened is the answer */
+        fprintf(stderr, "pfl resume: %s: the run finished (summary.json): nothing to resume, nothing changed\n",
+                argv[0]);
     pfl_transport_finish(&transport);
-    return rc ? 1 : 0;
+    return rc < 0 ? 1 : 0;
 }

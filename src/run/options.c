@@ -73,6 +73,9 @@ const pfl_param pfl_run_params[] = {
              "those flags take names too (fc, layer4.*)"},
     {RUN_PARAM(STRING, "data-dir", data_dir), .metavar = "DIR", .help = "data directory (env PFL_DATA)"},
     {RUN_PARAM(STRING, "out", out), .metavar = "DIR", .help = "write metrics.jsonl and summary.json here"},
+    {RUN_PARAM(BOOL, "overwrite", overwrite),
+     .help = "--out DIR may hold another run: remove that run's files (summary.json, metrics.jsonl, checkpoint, "
+             "seed-N/) first; without it such a folder is refused"},
     {RUN_PARAM(BOOL, "quiet", quiet), .help = "no progress lines"},
     {PFL_ALGO_PARAM(INT, "local-steps", local_steps), .max = 1e7, .metavar = "K",
      .help = "a local epoch is K batches (reshuffled after each pass) instead of one pass, every algorithm "
