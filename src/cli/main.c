@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,13 +94,28 @@ static int check_arguments(int argc, char **argv) {
 
 /* A memory-mapped file cut short under the process (the client store of
  * --client-state, truncated by another program, or its disk failing) ends
- * it with SIGBUS: say so in one line, then end as the signal would. */
+ * it with SIGBUS: say so in one line, then end as the signal would. Several
+ * threads can fault at once: the first says it and ends the process, the
+ * others wait for that (the handler stays installed meanwhile: a handler
+ * reset on delivery let a second thread's fault end the process unsaid). */
 static void on_bus_error(int sig) {
+    static atomic_flag said = ATOMIC_FLAG_INIT;
     static const char msg[] = "pfl: bus error (SIGBUS): a memory-mapped file was cut short under the process (the "
                               "client store of --client-state, truncated by another program or its disk failing)\n";
-    if (write(2, msg, sizeof msg - 1) < 0) { /* nothing more to do */ }
-    signal(sig, SIG_DFL);
-    raise(sig);
+    if (!atomic_flag_test_and_set(&said)) {
+        if (write(2, msg, sizeof msg - 1) < 0) { /* nothing more to do */ }
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        sigaction(sig, &dfl, NULL);
+        raise(sig); /* delivered once this handler returns */
+        return;
+    }
+    for (;;) pause();
+}
+
+static void catch_bus_errors(void) {
+    struct sigaction sa = {.sa_handler = on_bus_error};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
 }
 
 static int dispatch(int argc, char **argv) {
@@ -126,7 +142,7 @@ static int dispatch(int argc, char **argv) {
 int main(int argc, char **argv) {
     keep_standard_streams_open();
     reexec_with_better_blas(argv);
-    signal(SIGBUS, on_bus_error);
+    catch_bus_errors();
     if (argc < 2) {
         usage(stderr);
         return 2;

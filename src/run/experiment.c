@@ -194,7 +194,8 @@ static int run_experiment(pfl_run_options *o, const pfl_algo *algo, pfl_ckpt_rea
     pfl_run_say_done(&fl, &report);
     rc = 0;
 done:
-    if (report.metrics && pfl_run_close_metrics(&report)) rc = -1;
+    if (report.metrics && rc == 0) rc = pfl_run_close_metrics(&report); /* --stop-after: checked too */
+    else if (report.metrics) fclose(report.metrics); /* the run's own failure is the message */
     free(report.flags);
     free(report.evals);
     pfl_fl_destroy(&fl);

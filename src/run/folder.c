@@ -14,8 +14,9 @@
 #include "util/safe_write.h" /* pfl_mkdirs */
 
 /* The files of a run, summary.json first: removed first, a folder never
- * shows a summary beside another run's metrics. */
-static const char *const run_files[] = {"summary.json", "metrics.jsonl", "checkpoint", NULL};
+ * shows a summary beside another run's metrics. In this order a refusal
+ * names what the folder holds: a finished run, an unfinished one, rows. */
+static const char *const run_files[] = {"summary.json", "checkpoint", "metrics.jsonl", NULL};
 
 enum { PATH_SIZE = 4400 };
 
@@ -139,7 +140,7 @@ int pfl_run_folder_claim(run_folder *f, bool overwrite) {
     if (file == run_files[0])
         return pfl_err("%s: holds a finished run (summary.json): --overwrite replaces it, or choose another --out",
                        f->dir);
-    if (file == run_files[2])
+    if (file == run_files[1])
         return pfl_err("%s: holds an unfinished run (checkpoint): pfl resume %s goes on with it, --overwrite replaces "
                        "it", f->dir, f->dir);
     if (file)

@@ -2,6 +2,7 @@
  * summary.json, and the sections of the checkpoint that are the run's own
  * (its flags and report). What a method or a module adds to them comes
  * from its report hook (util/report.h); nothing here knows a method. */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -172,7 +173,11 @@ static void metrics_path(const run_report *r, char *path, size_t size) {
 static void append_metrics(run_report *r, const char *text, size_t len) {
     char path[4200];
     metrics_path(r, path, sizeof path);
-    fwrite(text, 1, len, r->metrics);
+    if (fwrite(text, 1, len, r->metrics) != len) { /* the reason, while errno still holds it */
+        r->write_failed = true;
+        pfl_err("%s: write failed: %s", path, strerror(errno));
+        return;
+    }
     if (pfl_stream_flush(r->metrics, path, false)) {
         r->write_failed = true;
         return;

@@ -76,21 +76,25 @@ int pfl_atomic_open(pfl_atomic_file *a, const char *path) {
 }
 
 /* 0 when everything written to f reached the file (and with `sync` the
- * disk), else the reason (an errno). */
+ * disk), else the reason: an errno, or -1 when an earlier write failed
+ * (its errno is gone). */
 static int flush_error(FILE *f, bool sync) {
-    if (fflush(f) != 0) return errno ? errno : EIO;
-    if (ferror(f)) return EIO; /* an earlier write failed */
-    if (sync && fsync(fileno(f)) != 0) return errno;
+    errno = 0;
+    if (fflush(f) != 0) return errno ? errno : -1;
+    if (ferror(f)) return -1;
+    if (sync && fsync(fileno(f)) != 0) return errno ? errno : -1;
     return 0;
 }
 
+static const char *reason(int err) { return err > 0 ? strerror(err) : "an earlier write failed"; }
+
 int pfl_atomic_commit(pfl_atomic_file *a) {
     int err = flush_error(a->f, true);
-    if (fclose(a->f) != 0 && !err) err = errno ? errno : EIO;
+    if (fclose(a->f) != 0 && !err) err = errno ? errno : -1;
     a->f = NULL;
     if (err) {
         unlink(a->tmp);
-        return pfl_err("%s: write failed: %s", a->path, strerror(err));
+        return pfl_err("%s: write failed: %s", a->path, reason(err));
     }
     if (put_in_place(a->tmp, a->path)) {
         unlink(a->tmp);
@@ -136,13 +140,13 @@ FILE *pfl_stream_open(const char *path, bool append) {
 
 int pfl_stream_flush(FILE *f, const char *path, bool sync) {
     const int err = flush_error(f, sync);
-    return err ? pfl_err("%s: write failed: %s", path, strerror(err)) : 0;
+    return err ? pfl_err("%s: write failed: %s", path, reason(err)) : 0;
 }
 
 int pfl_stream_close(FILE *f, const char *path) {
     int err = flush_error(f, false);
-    if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
-    return err ? pfl_err("%s: write failed: %s", path, strerror(err)) : 0;
+    if (fclose(f) != 0 && !err) err = errno ? errno : -1;
+    return err ? pfl_err("%s: write failed: %s", path, reason(err)) : 0;
 }
 
 FILE *pfl_read_open(const char *path) {
