@@ -119,23 +119,44 @@ int pfl_atomic_place(const char *from, const char *path) {
     return put_in_place(from, path);
 }
 
+/* PATH opened with `flags` only when it is a regular file, without waiting
+ * on a pipe (O_NONBLOCK, cleared once checked): the descriptor, or -1 with
+ * a message saying what is there. */
+static int open_regular(const char *path, int flags, bool writing) {
+    const char *verb = writing ? "write" : "read";
+    const int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) return pfl_err("%s: cannot %s: %s", path, verb, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) pfl_err("%s: cannot %s: %s", path, verb, strerror(errno));
+    else if (!S_ISREG(st.st_mode) && writing) refuse_kind(path, st.st_mode);
+    else if (!S_ISREG(st.st_mode)) pfl_err("%s: cannot read: %s, not a regular file", path, kind_of(st.st_mode));
+    else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+        pfl_err("%s: cannot %s: %s", path, verb, strerror(errno));
+    else return fd;
+    close(fd);
+    return -1;
+}
+
+/* A stream on fd, or NULL with a message (fd closed). */
+static FILE *stream_of(int fd, const char *path, const char *mode, bool writing) {
+    FILE *f = fd >= 0 ? fdopen(fd, mode) : NULL;
+    if (fd >= 0 && !f) {
+        pfl_err("%s: cannot %s: %s", path, writing ? "write" : "read", strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 FILE *pfl_stream_open(const char *path, bool append) {
     if (pfl_write_target_check(path)) return NULL;
-    /* no link followed, and a pipe that appeared meanwhile does not block the open */
-    const int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0666);
-    if (fd < 0) {
+    /* no link followed, even one that appeared since the check */
+    const int fd = open_regular(path, O_WRONLY | O_CREAT | O_NOFOLLOW | (append ? O_APPEND : 0), true);
+    if (fd >= 0 && !append && ftruncate(fd, 0) != 0) {
         pfl_err("%s: cannot write: %s", path, strerror(errno));
+        close(fd);
         return NULL;
     }
-    struct stat st;
-    FILE *f = NULL;
-    if (fstat(fd, &st) != 0) pfl_err("%s: cannot write: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode)) refuse_kind(path, st.st_mode);
-    else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || (!append && ftruncate(fd, 0) != 0))
-        pfl_err("%s: cannot write: %s", path, strerror(errno));
-    else if (!(f = fdopen(fd, append ? "a" : "w"))) pfl_err("%s: cannot write: %s", path, strerror(errno));
-    if (!f) close(fd);
-    return f;
+    return stream_of(fd, path, append ? "a" : "w", true);
 }
 
 int pfl_stream_flush(FILE *f, const char *path, bool sync) {
@@ -149,20 +170,7 @@ int pfl_stream_close(FILE *f, const char *path) {
     return err ? pfl_err("%s: write failed: %s", path, reason(err)) : 0;
 }
 
-FILE *pfl_read_open(const char *path) {
-    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        pfl_err("%s: cannot read: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    FILE *f = NULL;
-    if (fstat(fd, &st) != 0) pfl_err("%s: cannot read: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode)) pfl_err("%s: cannot read: %s, not a regular file", path, kind_of(st.st_mode));
-    else if (!(f = fdopen(fd, "r"))) pfl_err("%s: cannot read: %s", path, strerror(errno));
-    if (!f) close(fd);
-    return f;
-}
+FILE *pfl_read_open(const char *path) { return stream_of(open_regular(path, O_RDONLY, false), path, "r", false); }
 
 int pfl_mkdirs(const char *path) {
     char buf[4096];
