@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h> /* unlink, access */
+#include <unistd.h> /* access */
 
 #include "algos/algos.h"
 #include "nn/blas.h"
@@ -134,7 +134,9 @@ static int build_model(pfl_model *model, const pfl_run_options *o, const pfl_dat
  * last round (or of the round --auto-break stopped at): the fingerprint of
  * the clients' final models and ALA's start phase, which the round loop
  * computes only when it evaluates the last round itself. */
-static int finish_models(pfl_fl *fl) { return pfl_fl_personal_digest(fl, fl->personal_sha256) || pfl_fl_sum_ala_start(fl) ? -1 : 0; }
+static int finish_models(pfl_fl *fl) {
+    return pfl_fl_personal_digest(fl, fl->personal_sha256) || pfl_fl_sum_ala_start(fl) ? -1 : 0;
+}
 
 /* The run o describes (checked: check_options), into o->out when it is set
  * (`folder`: the folder, locked; NULL when the caller holds it or there is
@@ -178,7 +180,7 @@ static int run_experiment(pfl_run_options *o, const pfl_algo *algo, pfl_ckpt_rea
     if (!report.stopped_early && !trained_before &&
         pfl_fl_run_with(&fl, pfl_run_on_round, pfl_run_after_round, &report))
         goto done;
-    if (report.stopped_early || trained_before) { /* the last evaluation's models are the final ones (a collective under MPI) */
+    if (report.stopped_early || trained_before) { /* the last evaluation's models are the final ones (MPI: collective) */
         if (finish_models(&fl)) goto done;
     } else if (fl.round < o->cfg.rounds) { /* --stop-after: no summary, as after a crash */
         pfl_run_say(o, "[pfl] stopped after round %d (--stop-after)", fl.round);

@@ -63,7 +63,8 @@ static bool seed_run_in(const char *dir, char *buf, size_t size) {
     bool found = false;
     for (struct dirent *e; !found && (e = readdir(d));) {
         char sub[PATH_SIZE];
-        if (is_seed_folder(dir, e->d_name) && join(sub, dir, e->d_name) && run_file_in(sub)) found = true, snprintf(buf, size, "%s", e->d_name);
+        if (is_seed_folder(dir, e->d_name) && join(sub, dir, e->d_name) && run_file_in(sub))
+            found = true, snprintf(buf, size, "%s", e->d_name);
     }
     closedir(d);
     return found;
