@@ -25,9 +25,9 @@ head = "paper: P\ntable: T\ncolumn: C\ncells: [{algo: fedavg, label: FedAvg}]\n"
 if shape == "nesting":
     body = "derived: " + "[" * size
 elif shape == "keys":
-    lines, n = [], 0
-    while sum(map(len, lines)) < size:
-        lines.append("  k%d: 1\n" % n); n += 1
+    lines, n, total = [], 0, 0
+    while total < size:
+        lines.append("  k%d: 1\n" % n); total += len(lines[-1]); n += 1
     body = "setting:\n" + "".join(lines)
 elif shape == "list":
     body = "derived:\n" + "  - {what: w, printed: p, computed: c}\n" * (size // 38)
