@@ -13,7 +13,9 @@
  * Either way PATH must be a regular file or nothing: a symbolic link, a
  * named pipe, a device, a socket or a directory there is refused with one
  * line naming it (before anything is written, and again before the rename),
- * and left as it is. */
+ * and left as it is. Not outputs, so not through here: files in a private
+ * folder pfl has just made (mkdtemp: gnuplot's input for pfl plot) and the
+ * client store's file (mkstemp, unlinked at once). */
 #ifndef PFL_UTIL_SAFE_WRITE_H
 #define PFL_UTIL_SAFE_WRITE_H
 
