@@ -52,7 +52,7 @@ const pfl_param pfl_run_params[] = {
      .help = "evaluate every K rounds (and after the last)"},
     {RUN_PARAM(INT, "eval-batch", cfg.eval_batch), .def = 100, .min = 1, .max = 1e5, .metavar = "B",
      .help = "batch size for evaluation only"},
-    /* the round's semantics (issue 14): words parsed by pfl_parse_semantics, docs/evaluation.md */
+    /* the round's semantics: words parsed by pfl_parse_semantics, docs/evaluation.md */
     {RUN_PARAM(STRING, "eval-moment", eval_moment), .def_text = "after-init", .metavar = "WHEN",
      .help = "personalized model evaluated: after-init (as each client holds it after the server's message and "
              "local initialization, before training) | after-train (as its latest training left it)"},
