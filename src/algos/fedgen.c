@@ -328,9 +328,10 @@ static void fedgen_aggregate(pfl_fl *fl, const int *clients, int n, float *const
 }
 
 /* The model each way, and G to the client. */
-static void fedgen_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
+static void fedgen_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload,
+                                 uint64_t *down, uint64_t *up) {
     const fedgen_state *s = fl->algo_state;
-    pfl_default_message_bytes(fl, client, sent, down, up);
+    pfl_default_message_bytes(fl, client, sent, upload, down, up);
     *down += sizeof(float) * (uint64_t)s->g.total;
 }
 
