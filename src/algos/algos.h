@@ -179,10 +179,18 @@ void pfl_fedpac_qp_matrix(const double *gram, const float *v, int n, int i, doub
  * active-set method; 0, or -1 when a subproblem is singular or it does not
  * converge (x then undefined). */
 int pfl_fedpac_simplex_qp(const double *P, int n, double *x);
+/* out (len) = sum_j alpha_j x uploads[j][offset ..], a weight at most 1e-3
+ * counted as 0 and the rest not renormalized (PFLlib's eps). */
+void pfl_fedpac_combine(const double *alpha, int n, float *const *uploads, size_t offset, size_t len, float *out);
 
 /* NULL-terminated list of every algorithm. */
 extern const pfl_algo *const pfl_algos[];
 
+/* The global model with the client's own rows (backbone layers and extra
+ * blocks) where they are not shared: what a method sends whose server
+ * never touches the unshared rows (the prototype methods' personal
+ * backbones or bases). */
+void pfl_receive_unshared_own(pfl_fl *fl, int client, const float *state, float *received);
 /* FedPer's and FedRep's shared pieces: the client builds its model from the
  * global base and its own head; the server aggregates only the base. */
 void pfl_receive_base(pfl_fl *fl, int client, const float *state, float *received);

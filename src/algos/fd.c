@@ -115,6 +115,7 @@ const pfl_algo pfl_algo_fd = {
     .check = fd_check,
     .create = pfl_protos_exchange_create, /* the state: a stash of the logits a client just averaged */
     .destroy = pfl_protos_exchange_destroy,
+    .receive = pfl_receive_unshared_own,
     .local_train = fd_train,
     .upload = pfl_protos_upload,
     .aggregate = pfl_protos_aggregate,

@@ -162,6 +162,7 @@ const pfl_algo pfl_algo_fedgh = {
     .check = fedgh_check,
     .create = fedgh_create,
     .destroy = pfl_protos_exchange_destroy,
+    .receive = pfl_receive_unshared_own,
     .local_train = fedgh_train,
     .upload = pfl_protos_upload,
     .aggregate = fedgh_aggregate,

@@ -316,22 +316,23 @@ static void gram_of(const pfl_model *m, float *const *uploads, int n, size_t CD,
         }
 }
 
-/* Client i's classifier: sum_j alpha_j phi_j over the uploads, or its own. */
+void pfl_fedpac_combine(const double *alpha, int n, float *const *uploads, size_t offset, size_t len, float *out) {
+    memset(out, 0, len * sizeof(float));
+    for (int j = 0; j < n; j++) {
+        const float weight = alpha[j] > ZERO_WEIGHT ? (float)alpha[j] : 0.0f;
+        if (weight == 0.0f) continue;
+        for (size_t e = 0; e < len; e++) out[e] += weight * uploads[j][offset + e];
+    }
+}
+
+/* Client i's classifier: the combination of the uploads', or its own. */
 static void combine_heads(fedpac_state *s, const pfl_model *m, int client, const double *alpha, float *const *uploads,
                           int n, int own) {
     const pfl_layer *head = head_of(m);
     float *row = pfl_store_write(s->heads, client);
     if (!row) return; /* the store's error fails the round */
-    if (!alpha) {
-        memcpy(row, uploads[own] + head->offset, head->length * sizeof(float));
-    } else {
-        memset(row, 0, head->length * sizeof(float));
-        for (int j = 0; j < n; j++) {
-            const float weight = alpha[j] > ZERO_WEIGHT ? (float)alpha[j] : 0.0f;
-            if (weight == 0.0f) continue;
-            for (size_t e = 0; e < head->length; e++) row[e] += weight * uploads[j][head->offset + e];
-        }
-    }
+    if (alpha) pfl_fedpac_combine(alpha, n, uploads, head->offset, head->length, row);
+    else memcpy(row, uploads[own] + head->offset, head->length * sizeof(float));
     pfl_store_release(s->heads, client);
 }
 

@@ -315,6 +315,7 @@ const pfl_algo pfl_algo_fedpcl = {
     .check = fedpcl_check,
     .create = fedpcl_create,
     .destroy = fedpcl_destroy,
+    .receive = pfl_receive_unshared_own,
     .local_train = fedpcl_train,
     .upload = pfl_protos_upload,
     .aggregate = fedpcl_aggregate,

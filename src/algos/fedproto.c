@@ -110,6 +110,7 @@ const pfl_algo pfl_algo_fedproto = {
     .check = fedproto_check,
     .create = pfl_protos_exchange_create, /* the state: a stash of the prototypes a client just made */
     .destroy = pfl_protos_exchange_destroy,
+    .receive = pfl_receive_unshared_own,
     .local_train = fedproto_train,
     .upload = pfl_protos_upload,
     .aggregate = pfl_protos_aggregate,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algos/algos.h"
 #include "util/err.h"
 
 #define NORMALIZE_EPS 1e-12 /* F.normalize's default */
@@ -204,6 +205,16 @@ float *pfl_protos_stash_here(const pfl_protos_stash *s, pfl_fl *fl) {
 int pfl_protos_exchange_setup(pfl_fl *fl, pfl_protos_stash *stash) {
     for (int l = 0; l < fl->model->num_layers; l++) fl->shared[l] = false;
     return pfl_protos_stash_init(stash, fl, pfl_protos_len(fl->model->classes, pfl_protos_dim(fl->model)));
+}
+
+void pfl_receive_unshared_own(pfl_fl *fl, int client, const float *state, float *received) {
+    (void)client;
+    const pfl_model *m = fl->model;
+    memcpy(received, fl->global, pfl_model_vector_len(m) * sizeof(float));
+    for (int l = 0; l < pfl_model_rows(m); l++) {
+        const pfl_layer *row = &m->layers[l];
+        if (!fl->shared[l]) memcpy(received + row->offset, state + row->offset, row->length * sizeof(float));
+    }
 }
 
 int pfl_protos_exchange_create(pfl_fl *fl) {

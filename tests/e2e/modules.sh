@@ -57,13 +57,19 @@ refused() {
         # issue 16: GPFL and FedCP route features through a valve or a policy, ALA learns on
         # the backbone's output head(h); APFL trains with its own steps
         "gpfl --ala" | "fedcp --ala" | "apfl --flayer-lr") printf '%s\n' "$2" ;;
+        # the methods that exchange class prototypes: nothing received to mix, no uploaded model to mask
+        "fedproto --ala" | "fedproto --flayer-agg" | "fedproto --flayer-mask" | "fd --ala" | "fd --flayer-agg" | \
+            "fd --flayer-mask" | "fedpcl --ala" | "fedpcl --flayer-agg" | "fedpcl --flayer-mask" | "fedgh --ala" | \
+            "fedgh --flayer-agg" | "fedgh --flayer-mask" | "fedpac --ala" | "fedpac --flayer-agg" | \
+            "fedpac --flayer-mask") printf '%s\n' "$2" ;;
     esac
 }
 
 algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
     fedavg-c fedprox-c perfedavg fedphp
     fedfomo apple partialfed
-    fedcp gpfl fedrod fedbabu lgfedavg apfl)
+    fedcp gpfl fedrod fedbabu lgfedavg apfl
+    fedproto fd fedpcl fedgh fedpac)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)

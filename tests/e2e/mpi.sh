@@ -109,6 +109,7 @@ else
         fedprox_ala fedavg_literal fedper_mask ditto_agg fedamp_ala pfedcfr_after_train ditto_file drop_fedavg drop_fedalp
         drop_cfl drop_fedper lgfedavg fedbabu apfl fedrod fedcp fedcp_mask gpfl gpfl_mask
         fedavg-c fedprox-c perfedavg fedphp perfedavg_hf_ala fedphp_agg fedfomo apple_silo partialfed
+        fedproto fd fedpcl fedgh fedpac
         "${text[@]}" bn_shared bn_local)
     twice=(fedavg fedala fedalp pfedcfr flayer drop_cfl)
 fi
