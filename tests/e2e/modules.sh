@@ -33,6 +33,7 @@ algo_flags() {
         # one label per client gives balanced softmax a zero loss (the absent
         # classes' offsets are log 0), so the generic model would never move
         fedrod) echo --partition dir:0.3 --local-steps 5 ;;
+        fd) echo --fd-target softmax ;; # the raw logits as targets diverge on one label per client at lr 0.05
     esac
 }
 # the modules a method switches on by itself (the flag would change nothing)
@@ -133,7 +134,8 @@ fi
 
 # Stateful and server-side personalized methods give the same model on 1 and
 # 2 threads.
-algos=(fedala flayer fedrep ditto fedalp fedamp pfedcfr fedavg-c perfedavg fedphp gpfl)
+algos=(fedala flayer fedrep ditto fedalp fedamp pfedcfr fedavg-c perfedavg fedphp gpfl
+    fedproto fd fedpcl fedgh fedpac)
 # under the sanitizers (several times slower) a sample that still covers
 # client state, modules and server-side fusion
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(fedala pfedcfr)
