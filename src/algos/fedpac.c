@@ -164,17 +164,6 @@ int pfl_fedpac_statistics(const float *f, const uint8_t *labels, int n, int C, i
 
 /* ---- local training ---- */
 
-typedef struct {
-    const float *global; /* the global prototypes the client received */
-    int C, D;
-} align_term;
-
-static double align_value(void *ctx, const pfl_term_batch *b, float *dz, int *correct) {
-    (void)correct;
-    const align_term *t = ctx;
-    return pfl_protos_mse(t->global, t->C, t->D, b->z, b->labels, b->B, dz);
-}
-
 /* The statistics under the received extractor, one pass on the classifier,
  * --epochs on the extractor with the alignment term, then the prototypes. */
 static void fedpac_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
@@ -197,10 +186,10 @@ static void fedpac_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pf
     pfl_step_run(fl, client, w, model, &head, stats);
     base.opt.frozen = head_frozen;
     base.shuffle = PFL_RNG_SHUFFLE_PERSONAL; /* a second pass over the data: its own batch order */
-    align_term t = {pfl_protos_block_const(m, model), C, D};
+    pfl_protos_target t = {pfl_protos_block_const(m, model), C, D};
     const pfl_loss_term align = {.name = "fedpac's feature alignment to the global prototypes", .at = head_layer(m),
-                                 .weight = fl->cfg.algo.proto_lambda, .value = align_value, .ctx = &t};
-    if (pfl_protos_count(t.global, C, D) > 0) pfl_step_add_term(&base, &align);
+                                 .weight = fl->cfg.algo.proto_lambda, .value = pfl_protos_mse_value, .ctx = &t};
+    if (pfl_protos_count(t.set, C, D) > 0) pfl_step_add_term(&base, &align);
     pfl_step_run(fl, client, w, model, &base, stats);
     pfl_protos_of_split(fl, w, client, model, head_layer(m), false, message);
 }

@@ -251,17 +251,7 @@ int pfl_fedpcl_predict(const float *set, int C, int D, const float *z) {
 }
 
 static int fedpcl_personal_correct(const pfl_fl *fl, pfl_exec *x, const float *params) {
-    const pfl_model *m = fl->model;
-    const int C = m->classes, D = pfl_protos_dim(m), B = x->batch;
-    const float *set = pfl_protos_block_const(m, params);
-    float *scratch = pfl_malloc(sizeof(float) * (size_t)B * (size_t)D);
-    if (!scratch) return 0;
-    const float *z = pfl_exec_features(x, feature_layer(m), scratch);
-    const uint8_t *labels = pfl_exec_labels(x);
-    int correct = 0;
-    for (int n = 0; n < B; n++) correct += pfl_fedpcl_predict(set, C, D, z + (size_t)n * D) == labels[n];
-    free(scratch);
-    return correct;
+    return pfl_protos_count_correct(fl, x, params, pfl_fedpcl_predict);
 }
 
 /* Down: the global set and every client's set, as the client received them

@@ -40,24 +40,13 @@ static int fedproto_check(const pfl_config *cfg) {
     return pfl_protos_refuse_modules(cfg, "fedproto", "exchanges class prototypes, never a model");
 }
 
-typedef struct {
-    const float *global; /* the global prototypes the client received */
-    int C, D;
-} proto_term;
-
-static double mse_term(void *ctx, const pfl_term_batch *b, float *dz, int *correct) {
-    (void)correct;
-    const proto_term *t = ctx;
-    return pfl_protos_mse(t->global, t->C, t->D, b->z, b->labels, b->B, dz);
-}
-
 /* CE + lambda MSE toward the received prototypes (the model's message
  * block); the features of every batch summed per class. */
 static void fedproto_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const pfl_model *m = fl->model;
-    proto_term t = {pfl_protos_block_const(m, model), m->classes, dim(m)};
+    pfl_protos_target t = {pfl_protos_block_const(m, model), m->classes, dim(m)};
     const pfl_loss_term mse = {.name = "fedproto's distance to the global prototypes", .at = feature_layer(m),
-                               .weight = fl->cfg.algo.proto_lambda, .value = mse_term, .ctx = &t};
+                               .weight = fl->cfg.algo.proto_lambda, .value = pfl_protos_mse_value, .ctx = &t};
     pfl_protos_train(fl, client, w, model, stats, feature_layer(m), &mse);
 }
 
@@ -78,17 +67,7 @@ int pfl_fedproto_nearest(const float *set, int C, int D, const float *z) {
 
 /* The nearest global prototype of each sample's features. */
 static int fedproto_personal_correct(const pfl_fl *fl, pfl_exec *x, const float *params) {
-    const pfl_model *m = fl->model;
-    const int C = m->classes, D = dim(m), B = x->batch;
-    const float *set = pfl_protos_block_const(m, params);
-    float *scratch = pfl_malloc(sizeof(float) * (size_t)B * (size_t)D);
-    if (!scratch) return 0;
-    const float *z = pfl_exec_features(x, feature_layer(m), scratch);
-    const uint8_t *labels = pfl_exec_labels(x);
-    int correct = 0;
-    for (int n = 0; n < B; n++) correct += pfl_fedproto_nearest(set, C, D, z + (size_t)n * D) == labels[n];
-    free(scratch);
-    return correct;
+    return pfl_protos_count_correct(fl, x, params, pfl_fedproto_nearest);
 }
 
 /* PFLlib's main.py: -lam/--lamda 1.0. */

@@ -159,6 +159,27 @@ double pfl_protos_mse(const float *set, int C, int D, const float *z, const uint
     return sq * scale;
 }
 
+double pfl_protos_mse_value(void *ctx, const pfl_term_batch *b, float *dz, int *correct) {
+    (void)correct;
+    const pfl_protos_target *t = ctx;
+    return pfl_protos_mse(t->set, t->C, t->D, b->z, b->labels, b->B, dz);
+}
+
+int pfl_protos_count_correct(const pfl_fl *fl, pfl_exec *x, const float *params,
+                             int (*predict)(const float *set, int C, int D, const float *z)) {
+    const pfl_model *m = fl->model;
+    const int C = m->classes, D = pfl_protos_dim(m), B = x->batch;
+    const float *set = pfl_protos_block_const(m, params);
+    float *scratch = pfl_malloc(sizeof(float) * (size_t)B * (size_t)D);
+    if (!scratch) return 0;
+    const float *z = pfl_exec_features(x, m->num_layers - 1, scratch);
+    const uint8_t *labels = pfl_exec_labels(x);
+    int correct = 0;
+    for (int n = 0; n < B; n++) correct += predict(set, C, D, z + (size_t)n * D) == labels[n];
+    free(scratch);
+    return correct;
+}
+
 /* ---- bytes ---- */
 
 int pfl_protos_count(const float *set, int C, int D) {

@@ -85,6 +85,21 @@ void pfl_protos_mean(const pfl_model *m, float *const *uploads, int n, int D, fl
  * dz (B x D, added). */
 double pfl_protos_mse(const float *set, int C, int D, const float *z, const uint8_t *labels, int B, float *dz);
 
+/* pfl_protos_mse as a loss term's value (pfl_loss_term.value), ctx a
+ * pfl_protos_target: the set toward which, its classes and dimension. */
+typedef struct {
+    const float *set;
+    int C, D;
+} pfl_protos_target;
+double pfl_protos_mse_value(void *ctx, const pfl_term_batch *b, float *dz, int *correct);
+
+/* A personalized evaluation (pfl_algo.personal_correct) by prototypes:
+ * the samples of the batch whose predict(set, C, D, features) is their
+ * label, the set the model's message block and the features those entering
+ * its last layer. */
+int pfl_protos_count_correct(const pfl_fl *fl, pfl_exec *x, const float *params,
+                             int (*predict)(const float *set, int C, int D, const float *z));
+
 /* Classes present in a set. */
 int pfl_protos_count(const float *set, int C, int D);
 /* Bytes of a set's prototypes as a message: per class present, its D
