@@ -51,10 +51,7 @@ static size_t set_len(const pfl_model *m) { return pfl_protos_len(m->classes, pf
 
 static int fedpcl_blocks(const pfl_config *cfg, pfl_model *m) {
     (void)cfg;
-    if (m->num_layers < 2)
-        return pfl_err("fedpcl: model %s has one layer, so no features below its last layer to make prototypes of",
-                       m->name);
-    return pfl_protos_add_block(m, "fedpcl.protos", pfl_protos_feature_dim(m), 0, NULL);
+    return pfl_protos_add_feature_block(m, "fedpcl", "fedpcl.protos");
 }
 
 static int fedpcl_check(const pfl_config *cfg) {

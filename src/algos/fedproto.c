@@ -19,21 +19,16 @@
  * upload, the global ones in the global model's block, which is all the
  * server sends. docs/algorithms.md, "FedProto", has the readings. */
 #include <math.h>
-#include <stdlib.h>
 
 #include "algos/algos.h"
 #include "algos/protos.h"
-#include "util/err.h"
 
 static int feature_layer(const pfl_model *m) { return m->num_layers - 1; }
 static int dim(const pfl_model *m) { return pfl_protos_dim(m); }
 
 static int fedproto_blocks(const pfl_config *cfg, pfl_model *m) {
     (void)cfg;
-    if (m->num_layers < 2)
-        return pfl_err("fedproto: model %s has one layer, so no features below its last layer to make prototypes of",
-                       m->name);
-    return pfl_protos_add_block(m, "fedproto.protos", pfl_protos_feature_dim(m), 0, NULL);
+    return pfl_protos_add_feature_block(m, "fedproto", "fedproto.protos");
 }
 
 static int fedproto_check(const pfl_config *cfg) {

@@ -22,6 +22,13 @@ int pfl_protos_add_block(pfl_model *m, const char *name, int D, int n_extra, con
     return pfl_model_add_block(m, name, false, PFL_INIT_ZERO, 2 + n_extra, t);
 }
 
+int pfl_protos_add_feature_block(pfl_model *m, const char *method, const char *name) {
+    if (m->num_layers < 2)
+        return pfl_err("%s: model %s has one layer, so no features below its last layer to make prototypes of",
+                       method, m->name);
+    return pfl_protos_add_block(m, name, pfl_protos_feature_dim(m), 0, NULL);
+}
+
 float *pfl_protos_block(const pfl_model *m, float *vector) { return vector + m->layers[m->num_layers].offset; }
 
 const float *pfl_protos_block_const(const pfl_model *m, const float *vector) {

@@ -35,6 +35,10 @@ int pfl_protos_feature_dim(const pfl_model *m);
  * then the `n_extra` tensors `extra` (FedPAC's statistics). */
 int pfl_protos_add_block(pfl_model *m, const char *name, int D, int n_extra, const pfl_block_tensor *extra);
 
+/* The block `name` of prototypes of the features entering the last layer,
+ * for `method`; a one-layer model, which has no such features, refused. */
+int pfl_protos_add_feature_block(pfl_model *m, const char *method, const char *name);
+
 /* The message block (the first extra block) of a model vector. */
 float *pfl_protos_block(const pfl_model *m, float *vector);
 const float *pfl_protos_block_const(const pfl_model *m, const float *vector);
