@@ -106,7 +106,7 @@ static const pfl_param fd_params[] = {
 const pfl_algo pfl_algo_fd = {
     .name = "fd",
     .description = "FD (Federated Distillation): clients exchange per-class average logits, not models, and "
-                   "distil toward the global ones (--fd-lambda)",
+                   "distil toward the global ones (--fd-lambda, --fd-target)",
     PFL_PARAMS(fd_params),
     .has_global = false, /* no model is ever averaged */
     .stateful = true,
