@@ -118,6 +118,7 @@ const pfl_algo pfl_algo_fd = {
     .receive = pfl_receive_unshared_own,
     .local_train = fd_train,
     .upload = pfl_protos_upload,
+    .whole_uploads = true, /* MPI: its aggregate reads the uploads' message blocks */
     .aggregate = pfl_protos_aggregate,
     .message_bytes = pfl_protos_message_bytes,
 };

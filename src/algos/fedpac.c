@@ -393,6 +393,7 @@ const pfl_algo pfl_algo_fedpac = {
     .local_init = fedpac_init,
     .local_train = fedpac_train,
     .upload = pfl_protos_upload,
+    .whole_uploads = true, /* MPI: its aggregate reads the uploads' message blocks */
     .aggregate = fedpac_aggregate,
     .personal_model = fedpac_model,
     .message_bytes = fedpac_message_bytes,

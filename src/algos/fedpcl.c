@@ -305,6 +305,7 @@ const pfl_algo pfl_algo_fedpcl = {
     .receive = pfl_receive_unshared_own,
     .local_train = fedpcl_train,
     .upload = pfl_protos_upload,
+    .whole_uploads = true, /* MPI: its aggregate reads the uploads' message blocks */
     .aggregate = fedpcl_aggregate,
     .personal_model = fedpcl_personal_model,
     .personal_correct = fedpcl_personal_correct,

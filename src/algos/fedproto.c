@@ -87,6 +87,7 @@ const pfl_algo pfl_algo_fedproto = {
     .receive = pfl_receive_unshared_own,
     .local_train = fedproto_train,
     .upload = pfl_protos_upload,
+    .whole_uploads = true, /* MPI: its aggregate reads the uploads' message blocks */
     .aggregate = pfl_protos_aggregate,
     .personal_correct = fedproto_personal_correct,
     .message_bytes = pfl_protos_message_bytes,
