@@ -50,11 +50,6 @@ static int fedgh_check(const pfl_config *cfg) {
     const char *start = cfg->algo.gh_start;
     if (start && strcmp(start, "client0") != 0 && strcmp(start, "global") != 0)
         return pfl_err("--gh-start '%s': expected client0 or global", start);
-    if (mod->ala || mod->flayer_agg)
-        return pfl_err("%s: fedgh's header is trained on the server from every client's prototypes and replaces the "
-                       "client's own, and its base never leaves it, so there is nothing received to mix with the "
-                       "client's model",
-                       mod->ala ? "--ala" : "--flayer-agg");
     if (mod->flayer_mask)
         return pfl_err("--flayer-mask: fedgh's server reads the clients' prototypes, not their models, so there is "
                        "no uploaded model to mask");

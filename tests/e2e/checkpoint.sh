@@ -36,7 +36,7 @@ cases=(
     "apple --join 1"
     "partialfed --pf-fm 2 --pf-fs 1"
     # prototypes in the global model's message block; FedPCL's client sets and FedPAC's classifiers (the methods' state)
-    "fedproto" "fd --fd-target softmax" "fedpcl" "fedgh" "fedgh --gh-start global" "fedpac"
+    "fedproto" "fd --fd-target softmax" "fedpcl" "fedgh" "fedgh --gh-start global --ala" "fedpac"
 )
 # under the sanitizers (several times slower) a sample: client state, ALA,
 # FLAYER's modules, clustering and server-side fusion

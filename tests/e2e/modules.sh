@@ -59,10 +59,10 @@ refused() {
         # the backbone's output head(h); APFL trains with its own steps
         "gpfl --ala" | "fedcp --ala" | "apfl --flayer-lr") printf '%s\n' "$2" ;;
         # the methods that exchange class prototypes: nothing received to mix, no uploaded model to mask
+        # (FedGH mixes its received header as LG-FedAvg its head)
         "fedproto --ala" | "fedproto --flayer-agg" | "fedproto --flayer-mask" | "fd --ala" | "fd --flayer-agg" | \
-            "fd --flayer-mask" | "fedpcl --ala" | "fedpcl --flayer-agg" | "fedpcl --flayer-mask" | "fedgh --ala" | \
-            "fedgh --flayer-agg" | "fedgh --flayer-mask" | "fedpac --ala" | "fedpac --flayer-agg" | \
-            "fedpac --flayer-mask") printf '%s\n' "$2" ;;
+            "fd --flayer-mask" | "fedpcl --ala" | "fedpcl --flayer-agg" | "fedpcl --flayer-mask" | \
+            "fedgh --flayer-mask" | "fedpac --ala" | "fedpac --flayer-agg" | "fedpac --flayer-mask") printf '%s\n' "$2" ;;
     esac
 }
 

@@ -91,6 +91,7 @@ case_flags() {
         bn_shared | bn_local) echo --model resnet18 --partition iid --clients 3 --public 69940 --batch 10 \
             --eval-batch 10 --bn "${1#bn_}" ;;
         apple_silo) echo --algo apple ;; # cross-silo: every client every round
+        fedgh_ala) echo --algo fedgh --ala --join 0.6 ;; # ALA on the header the server trained
         *) echo --algo "$1" --join 0.6 ;;
     esac
 }
@@ -111,7 +112,7 @@ else
         fedprox_ala fedavg_literal fedper_mask ditto_agg fedamp_ala pfedcfr_after_train ditto_file drop_fedavg drop_fedalp
         drop_cfl drop_fedper lgfedavg fedbabu apfl fedrod fedcp fedcp_mask gpfl gpfl_mask
         fedavg-c fedprox-c perfedavg fedphp perfedavg_hf_ala fedphp_agg fedfomo apple_silo partialfed
-        fedproto fd fedpcl fedgh fedpac
+        fedproto fd fedpcl fedgh fedpac fedgh_ala
         "${text[@]}" bn_shared bn_local)
     twice=(fedavg fedala fedalp pfedcfr flayer drop_cfl fedpac)
 fi
