@@ -186,10 +186,15 @@ static void test_fedgh_by_hand(void) {
     CHECK(check_close(head[0], 0.5 - 2 * s, 1e-6) && check_close(head[1], -0.5 + 2 * s, 1e-6) &&
               check_close(head[2], 0.5 - s, 1e-6) && check_close(head[3], -0.5 + s, 1e-6),
           "two batches of one: (%g, %g, %g, %g)", head[0], head[1], head[2], head[3]);
-    /* the order matters: pair 1 first gives another header */
+    /* the order matters, each prototype with its own class: pair 1 first,
+     * logits (0, 0), dz = (1/2, -1/2) times x = 2: W = (-1, 1), b = (-1/2, 1/2);
+     * then pair 0: logits W + b = (-3/2, 3/2), p_0 = 1 - s, dz = (-s, s):
+     * W = (-1 + s, 1 - s), b = (-1/2 + s, 1/2 - s) */
     float other[4] = {0};
     pfl_fedgh_train_header(other, x, y, (const int[]){1, 0}, 2, 1, 2, 1, 1.0f);
-    CHECK(!check_close(other[0], head[0], 1e-3), "the order of the pairs is followed");
+    CHECK(check_close(other[0], -1 + s, 1e-6) && check_close(other[1], 1 - s, 1e-6) &&
+              check_close(other[2], -0.5 + s, 1e-6) && check_close(other[3], 0.5 - s, 1e-6),
+          "pair 1 first: (%g, %g, %g, %g)", other[0], other[1], other[2], other[3]);
     /* one batch of two: the mean gradient, dz = (-1/2, 1/2) and (1/2, -1/2):
      * dW = (-1/2 x 1 + 1/2 x 2) / 2 = 1/4 for class 0, b unchanged */
     float both[4] = {0};
@@ -245,6 +250,12 @@ static void test_fedpac_qp_by_hand(void) {
     const double want_P[] = {1, 0, 0, 0, 2, 3, 0, 3, 10};
     CHECK(!memcmp(P, want_P, sizeof P), "P = diag(V) + D_0");
     check_qp("client 0", P, 3, (const double[]){2.0 / 3, 1.0 / 3, 0});
+    /* client 1 (h_1 - h = (1, 0, -2)): D_1 = [[1, 0, -2], [0, 0, 0], [-2, 0, 4]], P = D_1 + I;
+     * P x = lambda 1 on the simplex: x = (7, 6, 4) / 17, all inside */
+    pfl_fedpac_qp_matrix(gram, v, 3, 1, P);
+    const double want_P1[] = {2, 0, -2, 0, 1, 0, -2, 0, 5};
+    CHECK(!memcmp(P, want_P1, sizeof P), "P = diag(V) + D_1");
+    check_qp("client 1", P, 3, (const double[]){7.0 / 17, 6.0 / 17, 4.0 / 17});
 
     /* the classifier: 0.9995 x (2, 4) + 0.0005 x (1000, 1000), the second weight below 1e-3 dropped and the
      * first not renormalized: (1.999, 3.998) */
