@@ -389,7 +389,10 @@ static void test_fedgh_round(void) {
         CHECK(tiny_same(own, pfl_store_read(fl->trained, 1), 0, m->layers[0].length) &&
                   tiny_same(own, fl->global, head->offset, head->length),
               "client 1: its base, the global header");
-        CHECK(fl->bytes_down == 2 * 4 * head->length && fl->bytes_up == 2 * 3 * 4 * ((uint64_t)D + 1), "bytes");
+        /* up: each client's 3 prototypes, and client 0's header under client0 */
+        const uint64_t up = 2 * 3 * 4 * ((uint64_t)D + 1) + (reading ? 0 : 4 * (uint64_t)head->length);
+        CHECK(fl->bytes_down == 2 * 4 * head->length && fl->bytes_up == up, "--gh-start %s: bytes %llu / %llu",
+              cfg.algo.gh_start, (unsigned long long)fl->bytes_down, (unsigned long long)fl->bytes_up);
         heads[reading] = tiny_floats(head->length);
         memcpy(heads[reading], fl->global + head->offset, head->length * sizeof(float));
         free(start), free(x), free(set), free(own);

@@ -128,12 +128,15 @@ static void fedgh_aggregate(pfl_fl *fl, const int *clients, int n, float *const 
     free(order);
 }
 
-/* Down: the header; up: one prototype per class the client has. */
+/* Down: the header; up: one prototype per class the client has, and
+ * under --gh-start client0 client 0's trained header, which the server's
+ * training starts from. */
 static void fedgh_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
     (void)sent;
     const pfl_model *m = fl->model;
-    *down = 4 * (uint64_t)m->layers[head_layer(m)].length;
-    *up = pfl_protos_client_bytes(fl, client, pfl_protos_dim(m));
+    const uint64_t header = 4 * (uint64_t)m->layers[head_layer(m)].length;
+    *down = header;
+    *up = pfl_protos_client_bytes(fl, client, pfl_protos_dim(m)) + (client == 0 && from_client0(fl) ? header : 0);
 }
 
 /* PFLlib's main.py: -slr/--server_learning_rate 1.0 ("SCAFFOLD / FedGH"). */
