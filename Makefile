@@ -137,6 +137,10 @@ TEST_SRC := $(wildcard tests/test_*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# the CUDA backend against the CPU (tests/gpu/): built with the backend, skipped without a GPU
+ifeq ($(CUDA),1)
+TESTS    += $(BUILD)/tests/test_cuda_ops
+endif
 # Fuzzing (fuzz/, README "Robustness"): every harness fuzz/<name>.c is linked
 # with fuzz/replay.c into $(BUILD)/fuzz/replay_<name>, part of `all`, with
 # which the test suite replays the committed inputs (tests/e2e/fuzz_replay.sh);
@@ -222,6 +226,10 @@ $(BUILD)/pfl: $(CLI_OBJ) $(BUILD)/libpfl.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libpfl.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libpfl.a $(LDLIBS)
+
+$(BUILD)/tests/test_cuda_ops: tests/gpu/test_cuda_ops.c $(BUILD)/libpfl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libpfl.a $(LDLIBS)
 
