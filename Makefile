@@ -82,8 +82,8 @@ MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(MPI_PC)))
 MPI_LIBS   := $(shell pkg-config --libs $(MPI_PC))
 endif
 
-# CUDA (docs/architecture.md, "The CUDA backend"): with nvcc on PATH (or
-# NVCC=path) the CUDA backend, src/backend/cuda.cu, is built into the same
+# CUDA (docs/architecture.md, "The CUDA backend"): with nvcc on PATH or in
+# /usr/local/cuda/bin (or NVCC=path) the CUDA backend, src/backend/cuda.cu, is built into the same
 # pfl and libpfl, and `pfl run --device cuda` trains on the GPU; CUDA=0
 # builds without it, as does a machine without nvcc. The CUDA runtime is
 # linked statically and cuBLAS opened at run time, so the binary still
@@ -91,7 +91,7 @@ endif
 # says why it cannot run). Convolutions are im2col + cuBLAS GEMMs: cuDNN is
 # not used. CUDA_ARCH picks the GPUs' machine code (Hopper, sm_90, by
 # default, and PTX the driver compiles for later ones).
-NVCC     ?= nvcc
+NVCC     ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc),nvcc)
 CUDA     ?= $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 ifeq ($(SANITIZE),fuzz)

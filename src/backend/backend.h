@@ -20,8 +20,11 @@
  * model goes to the device once when its training starts and back once when
  * it ends. Code that must compute on a buffer with its own loops (a
  * method's host-side batch work) asks for its host memory with
- * pfl_exec_host, which a device backend does not give (NULL): such a
- * method declares it (pfl_step.host_batches) and is refused there. */
+ * pfl_exec_host, which a device backend does not give: its executor then
+ * records a refusal, as it does for a step with host-side parts
+ * (pfl_step_host_part), and the round loop stops the run with one line
+ * naming the method. The CUDA backend is cuda.cu (docs/architecture.md,
+ * "The CUDA backend"). */
 #ifndef PFL_BACKEND_BACKEND_H
 #define PFL_BACKEND_BACKEND_H
 

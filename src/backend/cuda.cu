@@ -632,7 +632,7 @@ static int cuda_create(pfl_exec *x) {
     bool ok = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) == cudaSuccess;
     ok = ok && blas.create(&c->blas) == CUBLAS_STATUS_SUCCESS;
     if (ok && (blas.set_stream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS ||
-               blas.set_math_mode(c->blas, pfl_backend_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH) !=
+               blas.set_math_mode(c->blas, pfl_backend_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) !=
                    CUBLAS_STATUS_SUCCESS))
         ok = false;
     for (int i = 0; ok && i < m->num_ops; i++) ok = alloc_op(x, i) == 0;
