@@ -107,7 +107,7 @@ $(error CUDA: nvcc found ($(NVCC)) but not libcudart_static.a under $(CUDA_HOME)
 endif
 endif
 DATA_FLAGS += -DPFL_CUDA
-CUDA_LIBS  := -L$(dir $(CUDA_LIBDIR)) -lcudart_static -ldl -lrt -lpthread -lstdc++
+CUDA_LIBS  := -L$(dir $(CUDA_LIBDIR)) -lcudart_static -ldl -lrt -lpthread
 CUDA_OBJ   := $(BUILD)/src/backend/cuda.o
 $(info CUDA backend: built ($(NVCC), $(CUDA_HOME)); convolutions by im2col + cuBLAS (cuDNN is not used))
 else
@@ -115,7 +115,7 @@ $(info CUDA backend: not built ($(if $(filter 0,$(CUDA)),CUDA=0,no nvcc on PATH)
 endif
 # nvcc's own warnings, and the host compiler's, are errors as in C
 NVFLAGS := -std=c++20 -O3 -g $(CUDA_ARCH) -Werror all-warnings \
-           -Xcompiler -fPIC,-Wall,-Wextra,-Werror,-Wshadow,-fno-semantic-interposition -Isrc
+           -Xcompiler -fPIC,-Wall,-Wextra,-Werror,-Wshadow,-fno-semantic-interposition,-fno-exceptions,-fno-threadsafe-statics -Isrc
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
 CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -O3 -g -fopenmp $(WARN) -Isrc $(BLAS_CFLAGS) $(DATA_FLAGS) $(PARSE_CFLAGS) $(EXTRA_CFLAGS)
@@ -180,8 +180,8 @@ $(LIB_OBJ): CFLAGS += $(PIC_FLAGS)
 # or with other EXTRA_CFLAGS, is rebuilt rather than linked stale.
 FLAGS_STAMP := $(BUILD)/cflags
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
-$(shell mkdir -p $(BUILD) && printf '%s\n' '$(CC) $(CFLAGS) $(PIC_FLAGS)' | cmp -s - $(FLAGS_STAMP) || \
-        printf '%s\n' '$(CC) $(CFLAGS) $(PIC_FLAGS)' >$(FLAGS_STAMP))
+$(shell mkdir -p $(BUILD) && printf '%s\n' '$(CC) $(CFLAGS) $(PIC_FLAGS) $(if $(CUDA_OBJ),$(NVCC) $(NVFLAGS))' | cmp -s - $(FLAGS_STAMP) || \
+        printf '%s\n' '$(CC) $(CFLAGS) $(PIC_FLAGS) $(if $(CUDA_OBJ),$(NVCC) $(NVFLAGS))' >$(FLAGS_STAMP))
 endif
 $(LIB_OBJ) $(CLI_OBJ): $(FLAGS_STAMP)
 
@@ -206,7 +206,7 @@ $(BUILD)/libpfl.so: $(LIB_OBJ) $(BUILD)/libpfl.map
 # sanitized build (SANITIZE=1) puts the sanitizers in Libs: its libpfl
 # needs their run-time libraries.
 PC_REQUIRES := $(strip $(BLAS_PC) $(if $(MATIO_LIBS),matio) $(JPEG_PC) $(MPI_PC) jansson yaml-0.1)
-PC_PRIVATE  := $(strip $(if $(BLAS_PC),,$(BLAS_LIBS)) $(if $(JPEG_PC),,$(JPEG_LIBS)) -lz -lm -fopenmp)
+PC_PRIVATE  := $(strip $(if $(BLAS_PC),,$(BLAS_LIBS)) $(if $(JPEG_PC),,$(JPEG_LIBS)) $(CUDA_LIBS) -lz -lm -fopenmp)
 comma       := ,
 PC_LIBS     := -L$${libdir} -lpfl$(if $(filter 1,$(SANITIZE)), -fsanitize=address$(comma)undefined)
 install: $(BUILD)/pfl $(BUILD)/libpfl.a $(PUBLIC)

@@ -180,7 +180,8 @@ static void dataset_release(const uint8_t *pixels) {
 /* ---- kernels ---- */
 
 #define THREADS 256
-static unsigned blocks_for(long n) { return (unsigned)((n + THREADS - 1) / THREADS); }
+/* a grid covering n elements (one block for none: a launch needs one) */
+static unsigned blocks_for(long n) { return n > 0 ? (unsigned)((n + THREADS - 1) / THREADS) : 1u; }
 #define GRID_LOOP(i, n) for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < (n); i += (long)gridDim.x * blockDim.x)
 
 /* A block's sum of v over its THREADS threads, in a fixed order; every thread gets it. */
