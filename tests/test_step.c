@@ -178,7 +178,8 @@ static bool every_other(void *ctx, pfl_owned_batch *b) {
         return false;
     }
     log->owned++;
-    pfl_exec_gather(b->x, b->idx, b->B);
+    /* as Per-FedAvg gathers its chunk's batches: no more than the executor holds */
+    pfl_exec_gather(b->x, b->idx, b->B < pfl_exec_max_batch(b->x) ? b->B : pfl_exec_max_batch(b->x));
     pfl_step_count(b, 2.0f, b->B, b->B);
     return true;
 }
