@@ -18,7 +18,8 @@
 #      clients) for pfl on the GPU, pfl on the CPU cores and PyTorch on the GPU
 #      training the clients one after another (bench/torch_fedavg.py --device
 #      cuda); then FLAYER Table 2's eight CNN methods on the GPU (s/round, and
-#      the hours 2000 rounds of all eight would take).
+#      the hours 2000 rounds of all eight would take). The timed FedALA runs
+#      cut ALA's start phase to one epoch (they time the rounds after it).
 #
 # CIFAR-10 does not travel to that machine (176 MB against the 64 MiB the
 # device tool carries): unless data/cifar10 is there, its rows run on random
@@ -29,13 +30,17 @@
 #   scripts/gpu-check.sh              (the device tool: carry [".gpu"], timeout 600)
 # Without a GPU, the plumbing and the CPU halves on tiny budgets:
 #   scripts/gpu-check.sh --dry-run
-# Env: OUT=DIR (default /tmp/gpu-check; $OUT/table.md, the logs, the runs),
+# Env: WORK=DIR (default /tmp/gpu-check: the runs, their logs, table.md);
+#      OUT=DIR (the device tool's folder that comes back; default none): gets
+#      table.md and gpu-check.tar.xz (every log, ops.txt, each run's
+#      metrics.jsonl and summary.json) only, as that tool returns 8 files;
 #      JOBS (default: the cores), ROUNDS (default 20, the accuracy runs).
 set -u
 cd "$(dirname "$0")/.."
 DRY=0
 [ "${1:-}" = --dry-run ] && DRY=1
-OUT=${OUT:-/tmp/gpu-check}
+RESULT=${OUT:-}
+OUT=${WORK:-/tmp/gpu-check}
 JOBS=${JOBS:-$(nproc)}
 ROUNDS=${ROUNDS:-20}
 BUILD=build-gpu
@@ -44,7 +49,9 @@ T0=$SECONDS
 say() { echo "[gpu-check $((SECONDS - T0))s] $*" >&2; }
 ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 |"); } # check, result, detail
-# the bench runs: 3 rounds, timed from the second; a dry run: 5 batches a client
+# the bench runs: 3 rounds, timed from the second (FLAYER Table 2's cells and
+# PyTorch: 2, one timed); ALA's start phase (round 1) is cut to one epoch in
+# the bench runs, which time rounds 2 on; a dry run: 5 batches a client
 BENCH_ROUNDS=3 GPU_THREADS=16 SHORT=()
 if [ $DRY = 1 ]; then
     ROUNDS=2 JOBS=2 DEVICE=cpu GPU_THREADS=2 SHORT=(--local-steps 5)
@@ -85,7 +92,11 @@ done
 [ -n "$CUBLAS_DIR" ] && export LD_LIBRARY_PATH=$CUBLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 CUDNN_DIR=$(find_lib libcudnn.so.9)
 say "cuBLAS: ${CUBLAS_DIR:-not found}; cuDNN: ${CUDNN_DIR:-not found} (pfl does not use it)"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1
+if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1
+else
+    echo "no nvidia-smi" >"$OUT/gpu.txt"
+fi
 say "GPU: $(head -1 "$OUT/gpu.txt")"
 say "building pfl with the CUDA backend (make -j$JOBS BUILD=$BUILD)"
 if ! make -s -j"$JOBS" BUILD=$BUILD MPI=0 MATIO_LIBS= JPEG_LIBS= "${SYSFLAGS[@]}" $BUILD/pfl $BUILD/tests/test_cuda_ops \
@@ -150,11 +161,13 @@ fingerprint() {
     echo "$(grep -o '"global_model_sha256": *"[0-9a-f]*"' "$1/summary.json" | grep -o '[0-9a-f]\{64\}' | cut -c1-16)/$(
         grep -o '"personal_models_sha256": *"[0-9a-f]*"' "$1/summary.json" | grep -o '[0-9a-f]\{64\}' | cut -c1-16)"
 }
-speed() { # metrics.jsonl (pfl's or torch_fedavg's): "s/round samples/s" over rounds >= 2
+speed() { # metrics.jsonl (pfl's or torch_fedavg's): "s/round samples/s" after the first training round
     python3 - "$1" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-rows = [r for r in rows if r.get("round", 0) >= 2 and r.get("train_samples")]
+# the first training round is left out: pfl's round 1, torch_fedavg's round 0 (it trains after evaluating)
+first = 1 if rows and rows[0].get("impl") == "torch" else 2
+rows = [r for r in rows if r.get("round", 0) >= first and r.get("train_samples")]
 if not rows:
     print("- -")
 else:
@@ -171,9 +184,12 @@ pfl_run() { # DIR DEVICE THREADS FLAGS...: a run into $OUT/DIR, its log beside
 }
 
 # ---- 3 and 4. accuracy on the GPU, the fingerprint twice ----
+# a dry run cuts ALA's start phase (up to 100 epochs a client) to 2
+ala_cut() { [ $DRY = 1 ] && [ "$1" = fedala ] && echo "--ala-max-epochs 2"; }
 for a in fedavg fedala flayer; do
     say "$a on Fashion-MNIST pat:2, $ROUNDS rounds, --device $DEVICE"
-    pfl_run "gpu-$a" $DEVICE $GPU_THREADS --algo $a "${FMNIST[@]}" --rounds "$ROUNDS"
+    # shellcheck disable=SC2046
+    pfl_run "gpu-$a" $DEVICE $GPU_THREADS --algo $a "${FMNIST[@]}" --rounds "$ROUNDS" $(ala_cut $a)
 done
 pfl_run gpu-fedavg-again $DEVICE $((GPU_THREADS / 4 > 0 ? GPU_THREADS / 4 : 1)) --algo fedavg "${FMNIST[@]}" --rounds "$ROUNDS"
 f1=$(fingerprint "$OUT/gpu-fedavg") f2=$(fingerprint "$OUT/gpu-fedavg-again")
@@ -183,18 +199,20 @@ row "FedAvg twice on the GPU ($GPU_THREADS, then $((GPU_THREADS / 4 > 0 ? GPU_TH
 CIFAR=(--data cifar10 --clients 20 --batch 10 --lr 0.005 --seed 1 --quiet --eval-every 1000 "${SHORT[@]}")
 say "bench: FedALA cnn CIFAR-10 dir:0.1 and FedAvg resnet18-cifar on --device $DEVICE"
 pfl_run gpu-fedala-cifar $DEVICE $GPU_THREADS --algo fedala --model cnn --partition dir:0.1 "${CIFAR[@]}" \
-    --rounds $BENCH_ROUNDS
+    --rounds $BENCH_ROUNDS --ala-max-epochs 1
 pfl_run gpu-resnet $DEVICE $GPU_THREADS --algo fedavg --model resnet18-cifar --partition dir:0.1 "${CIFAR[@]}" --lr 0.1 \
     --rounds $BENCH_ROUNDS
 T2=configs/flayer-t2-cifar10-cnn.yaml
-labels=$($PFL preset --runs "$T2" -- --rounds $BENCH_ROUNDS 2>/dev/null | cut -f2)
+labels=$($PFL preset --runs "$T2" -- --rounds 2 2>/dev/null | cut -f2)
 total=0
 while IFS= read -r label; do
     [ -n "$label" ] || continue
     dir="t2-$(echo "$label" | tr -cd 'A-Za-z')"
-    say "FLAYER Table 2: $label, $BENCH_ROUNDS rounds on --device $DEVICE"
-    if $PFL run --config "$T2" --cell "$label" --rounds $BENCH_ROUNDS --eval-every 1000 --device $DEVICE \
-        --threads $GPU_THREADS --quiet --out "$OUT/$dir" "${SHORT[@]}" 2>"$OUT/$dir.log"; then
+    say "FLAYER Table 2: $label, 2 rounds on --device $DEVICE"
+    ala=()
+    case $label in *FedALA*) ala=(--ala-max-epochs 1) ;; esac
+    if $PFL run --config "$T2" --cell "$label" --rounds 2 --eval-every 1000 --device $DEVICE \
+        --threads $GPU_THREADS --quiet --out "$OUT/$dir" "${SHORT[@]}" "${ala[@]}" 2>"$OUT/$dir.log"; then
         read -r s _ <<<"$(speed "$OUT/$dir/metrics.jsonl")"
         total=$(python3 -c "print($total + $s)")
         row "FLAYER T2 $label on the GPU" "$s s/round" "2000 rounds: $(python3 -c "print('%.2f h' % ($s * 2000 / 3600))")"
@@ -210,11 +228,11 @@ $PFL partition --data fmnist --partition pat:2 --clients 20 --seed 1 --quiet --s
 $PFL partition --data cifar10 --partition dir:0.1 --clients 20 --seed 1 --quiet --save "$OUT/cifar.json" 2>/dev/null
 TDEV=$([ $DRY = 1 ] && echo cpu || echo cuda)
 if python3 -c "import torch" 2>/dev/null; then
-    say "PyTorch FedAvg on $TDEV (cnn Fashion-MNIST, 3 rounds; resnet18-cifar, 3 rounds of 50 batches a client)"
-    python3 bench/torch_fedavg.py --partition-file "$OUT/fmnist.json" --data-dir "$DATA" --model cnn --rounds 3 \
+    say "PyTorch FedAvg on $TDEV (cnn Fashion-MNIST, 2 rounds; resnet18-cifar, 2 rounds of 50 batches a client)"
+    python3 bench/torch_fedavg.py --partition-file "$OUT/fmnist.json" --data-dir "$DATA" --model cnn --rounds 2 \
         --eval-every 1000 --device $TDEV --out "$OUT/torch-cnn.jsonl" 2>"$OUT/torch-cnn.log"
     python3 bench/torch_fedavg.py --partition-file "$OUT/cifar.json" --data-dir "$DATA" --model resnet18-cifar \
-        --rounds 3 --lr 0.1 --local-steps 50 --eval-every 1000 --device $TDEV --out "$OUT/torch-resnet.jsonl" \
+        --rounds 2 --lr 0.1 --local-steps 50 --eval-every 1000 --device $TDEV --out "$OUT/torch-resnet.jsonl" \
         2>"$OUT/torch-resnet.log"
 else
     say "no PyTorch here: its rows are left out"
@@ -224,14 +242,15 @@ fi
 CPU_THREADS=$JOBS
 for a in fedavg fedala flayer; do
     say "$a on the CPU ($CPU_THREADS threads), $ROUNDS rounds"
-    pfl_run "cpu-$a" cpu "$CPU_THREADS" --algo $a "${FMNIST[@]}" --rounds "$ROUNDS"
+    # shellcheck disable=SC2046
+    pfl_run "cpu-$a" cpu "$CPU_THREADS" --algo $a "${FMNIST[@]}" --rounds "$ROUNDS" $(ala_cut $a)
     g=$(final_acc "$OUT/gpu-$a") c=$(final_acc "$OUT/cpu-$a")
     row "$a Fashion-MNIST pat:2 $ROUNDS rounds: GPU vs CPU final acc within 0.5 points" \
         "$(python3 -c "print('PASS' if abs(float('${g:-nan}') - float('${c:-nan}')) * 100 <= 0.5 else 'FAIL')" 2>/dev/null || echo FAIL)" \
         "GPU ${g:-?}, CPU ${c:-?}"
 done
 pfl_run cpu-fedala-cifar cpu "$CPU_THREADS" --algo fedala --model cnn --partition dir:0.1 "${CIFAR[@]}" \
-    --rounds $BENCH_ROUNDS
+    --rounds $BENCH_ROUNDS --ala-max-epochs 1
 pfl_run cpu-resnet cpu "$CPU_THREADS" --algo fedavg --model resnet18-cifar --partition dir:0.1 "${CIFAR[@]}" --lr 0.1 \
     --rounds $BENCH_ROUNDS --local-steps $([ $DRY = 1 ] && echo 2 || echo 20)
 
@@ -257,5 +276,10 @@ bench "FedAvg resnet18-cifar CIFAR-10 dir:0.1 ($CIFAR_NOTE; CPU and PyTorch: 20 
     echo "| --- | --- | --- |"
     printf '%s\n' "${ROWS[@]}"
 } | tee "$OUT/table.md"
+if [ -n "$RESULT" ]; then # what comes back: the table and one archive
+    mkdir -p "$RESULT" && cp "$OUT/table.md" "$RESULT/" &&
+        (cd "$OUT" && find . -name '*.log' -o -name '*.txt' -o -name '*.jsonl' -o -name summary.json -o -name table.md |
+            tar -cJf "$RESULT/gpu-check.tar.xz" -T -)
+fi
 grep -q '| FAIL |' "$OUT/table.md" && exit 1
 exit 0
