@@ -33,9 +33,6 @@ const pfl_backend *pfl_backend_find(const char *name) {
     return NULL;
 }
 
-static bool tf32_on;
-void pfl_backend_set_tf32(bool on) { tf32_on = on; }
-bool pfl_backend_tf32(void) { return tf32_on; }
 
 /* A stand-in host vector handed to code that asked a device executor for
  * host memory (pfl_exec_host); freed with the executor. */
@@ -58,11 +55,15 @@ float *pfl_exec_host(const pfl_xbuf *b) {
     return m->data;
 }
 
+static bool tf32_on;
+void pfl_backend_set_tf32(bool on) { tf32_on = on; }
+bool pfl_backend_tf32(void) { return tf32_on; }
+
 pfl_exec *pfl_exec_create(const pfl_backend *be, const pfl_model *m, const pfl_dataset *data, int max_batch) {
     if (be->available && be->available()) return NULL;
     pfl_exec *x = pfl_calloc(1, sizeof *x);
     if (!x) return NULL;
-    x->be = be, x->model = m, x->data = data, x->max_batch = max_batch;
+    x->be = be, x->model = m, x->data = data, x->max_batch = max_batch, x->tf32 = tf32_on;
     if (be->create(x)) {
         free(x);
         return NULL;

@@ -68,8 +68,8 @@ typedef struct pfl_backend {
     bool device;
     /* Whether this machine can run it; else -1 with a message naming why. */
     int (*available)(void);
-    /* What it runs on, for the run's first line ("NVIDIA H100 80GB HBM3,
-     * CUDA 13.0, cuDNN 9.19.0, TF32 off"); NULL: nothing to say. */
+    /* What it runs on, for the run's first line ("NVIDIA H100 80GB HBM3
+     * (132 SMs, 79 GiB), CUDA runtime 13.0, ..."); NULL: nothing to say. */
     void (*describe)(char *buf, size_t size);
     /* The backend's part of an executor for `m` on batches of up to
      * max_batch samples of `data`; 0 or -1 with a message. */
@@ -124,6 +124,7 @@ struct pfl_exec {
     const pfl_dataset *data;
     int max_batch;
     int batch;            /* B of the current batch */
+    bool tf32;            /* TF32 matrix products allowed (pfl_backend_set_tf32 when it was created) */
     void *impl;           /* the backend's */
     /* A device executor asked for host memory it does not have
      * (pfl_exec_host) or for a step with host parts (pfl_exec_refuse):

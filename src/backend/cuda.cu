@@ -128,9 +128,9 @@ static void cuda_describe(char *buf, size_t size) {
     cudaRuntimeGetVersion(&rt);
     cudaDriverGetVersion(&drv);
     if (blas_open()) blas.get_property(MAJOR_VERSION, &major), blas.get_property(MINOR_VERSION, &minor);
-    snprintf(buf, size, "%s (%d SMs, %.0f GiB), CUDA runtime %d.%d, driver %d.%d, cuBLAS %d.%d, no cuDNN (convolutions by im2col + cuBLAS), TF32 %s",
-             p.name, p.multiProcessorCount, (double)p.totalGlobalMem / (1 << 30), rt / 1000, rt % 1000 / 10,
-             drv / 1000, drv % 1000 / 10, major, minor, pfl_backend_tf32() ? "on (--tf32)" : "off");
+    snprintf(buf, size, "%s (%d SMs, %.0f GiB), CUDA runtime %d.%d, driver %d.%d, cuBLAS %d.%d, no cuDNN "
+             "(convolutions by im2col + cuBLAS)", p.name, p.multiProcessorCount, (double)p.totalGlobalMem / (1 << 30),
+             rt / 1000, rt % 1000 / 10, drv / 1000, drv % 1000 / 10, major, minor);
 }
 
 /* ---- the dataset, on the GPU once ---- */
@@ -633,7 +633,7 @@ static int cuda_create(pfl_exec *x) {
     bool ok = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) == cudaSuccess;
     ok = ok && blas.create(&c->blas) == CUBLAS_STATUS_SUCCESS;
     if (ok && (blas.set_stream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS ||
-               blas.set_math_mode(c->blas, pfl_backend_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) !=
+               blas.set_math_mode(c->blas, x->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) !=
                    CUBLAS_STATUS_SUCCESS))
         ok = false;
     for (int i = 0; ok && i < m->num_ops; i++) ok = alloc_op(x, i) == 0;

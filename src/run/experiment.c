@@ -125,7 +125,7 @@ static void say_device(const pfl_run_options *o) {
     if (o->quiet || !be || !be->describe) return;
     char what[320];
     be->describe(what, sizeof what);
-    pfl_run_say(o, "[pfl] device: %s, %s", be->name, what);
+    pfl_run_say(o, "[pfl] device: %s, %s, TF32 %s", be->name, what, pfl_backend_tf32() ? "on (--tf32)" : "off");
 }
 
 /* The model, saying why an image model cannot read text. */
