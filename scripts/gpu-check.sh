@@ -51,10 +51,10 @@ ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 |"); } # check, result, detail
 # the bench runs: 3 rounds, timed from the second (FLAYER Table 2's cells and
 # PyTorch: 2, one timed); ALA's start phase (round 1) is cut to one epoch in
-# the bench runs, which time rounds 2 on; a dry run: 5 batches a client
+# the bench runs, which time rounds 2 on; a dry run: 5 batches a client, small test splits
 BENCH_ROUNDS=3 GPU_THREADS=16 SHORT=()
 if [ $DRY = 1 ]; then
-    ROUNDS=2 JOBS=2 DEVICE=cpu GPU_THREADS=2 SHORT=(--local-steps 5)
+    ROUNDS=2 JOBS=2 DEVICE=cpu GPU_THREADS=2 SHORT=(--local-steps 5 --train-fraction 0.98) # and 2% test splits
     say "dry run: no GPU; the GPU halves run on the CPU backend, 2 rounds of 5 batches a client"
 else
     DEVICE=cuda
