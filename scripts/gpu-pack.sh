@@ -23,7 +23,7 @@ mkdir -p .gpu/fmnist
 grep -qx '/.gpu/' .gitignore 2>/dev/null || { echo "gpu-pack: .gitignore must list /.gpu/" >&2; exit 1; }
 
 # the libraries, found where the dynamic linker finds them
-lib() { ldconfig -p | awk -v n="$1" '$1 == n { print $NF; exit }'; }
+lib() { ldconfig -p | awk -v n="$1" '$1 == n && !found { print $NF; found = 1 }'; } # reads it all: no SIGPIPE
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/sysroot/include" "$stage/sysroot/lib"
