@@ -9,9 +9,12 @@
 #                         lacks them (Debian 12's glibc 2.36: they run on a
 #                         newer glibc)
 #   .gpu/prebuilt.tar.xz  pfl and tests/gpu/test_cuda_ops built here with the
-#                         CUDA backend, for a machine that cannot build
+#                         CUDA backend (stripped), for a machine that cannot
+#                         build; gpu-check.sh runs its test_cuda_ops while
+#                         it builds there
 #   .gpu/fmnist/*.xz      Fashion-MNIST (data/fmnist), recompressed to fit the
 #                         64 MiB the tool carries
+#   .gpu/commit           the commit packed (gpu-check.sh's table names it)
 #
 # CIFAR-10 (176 MB) cannot travel: gpu-check.sh makes CIFAR-10-shaped
 # random data there for the timings. Run from the repository root:
@@ -39,15 +42,20 @@ for so in libopenblas.so.0 libjansson.so.4 libyaml-0.so.2 libgfortran.so.5 libqu
 done
 (cd "$stage/sysroot/lib" && ln -s libopenblas.so.0 libopenblas.so && ln -s libjansson.so.4 libjansson.so &&
     ln -s libyaml-0.so.2 libyaml.so)
-tar -C "$stage" -cJf .gpu/sysroot.tar.xz sysroot
+XZ_OPT=-9e tar -C "$stage" -cJf .gpu/sysroot.tar.xz sysroot
 
 # pfl with the CUDA backend, built as gpu-check.sh builds it (no MPI, SVHN or Tiny-ImageNet)
 command -v nvcc >/dev/null || { echo "gpu-pack: nvcc not on PATH: the prebuilt pfl needs the CUDA backend" >&2; exit 1; }
 nice make -s -j2 BUILD=build-gpu MPI=0 MATIO_LIBS= JPEG_LIBS= build-gpu/pfl build-gpu/tests/test_cuda_ops
-tar -cJf .gpu/prebuilt.tar.xz build-gpu/pfl build-gpu/tests/test_cuda_ops
+mkdir -p "$stage/prebuilt/build-gpu/tests" # stripped: what travels is counted
+strip -o "$stage/prebuilt/build-gpu/pfl" build-gpu/pfl
+strip -o "$stage/prebuilt/build-gpu/tests/test_cuda_ops" build-gpu/tests/test_cuda_ops
+XZ_OPT=-9e tar -C "$stage/prebuilt" -cJf .gpu/prebuilt.tar.xz build-gpu/pfl build-gpu/tests/test_cuda_ops
 
 for f in "$PFL_DATA"/fmnist/*-ubyte.gz; do
-    zcat "$f" | xz -9 -T2 >".gpu/fmnist/$(basename "$f" .gz).xz"
+    out=.gpu/fmnist/$(basename "$f" .gz).xz
+    zcat "$f" | xz -9e -T2 >"$out.part" && mv "$out.part" "$out"
 done
+git rev-parse --short HEAD >.gpu/commit
 du -sh .gpu/* .gpu/fmnist | sed 's/^/gpu-pack: /'
 echo "gpu-pack: carry .gpu to the GPU machine with the working tree (64 MiB in all: git ls-files | xargs du -cb | tail -1)"
