@@ -260,7 +260,7 @@ else:
     print("%.3f %.0f" % (s, sum(r["train_samples"] for r in rows) / sum(r[key] for r in rows)))
 PY
 }
-FMNIST=(--data fmnist --model cnn --partition pat:2 --clients 20 --batch 10 --lr 0.005 --seed 1 --quiet "${SHORT[@]}")
+FMNIST=(--data fmnist --model cnn --partition pat:2 --clients 20 --batch 10 --lr 0.005 --seed 1 "${SHORT[@]}")
 RAN=() # the runs that ended well
 pfl_run() { # DIR NEED CAP DEVICE THREADS FLAGS...: a run into $OUT/DIR, its log beside; skipped without NEED s left
     local dir=$1 need=$2 cap=$3 dev=$4 th=$5 cap_s start=$SECONDS
@@ -272,7 +272,7 @@ pfl_run() { # DIR NEED CAP DEVICE THREADS FLAGS...: a run into $OUT/DIR, its log
         return 1
     fi
     say "$dir: --device $dev --threads $th $* (at most $cap_s s)"
-    timeout "$cap_s" $PFL run "$@" --device "$dev" --threads "$th" --out "$OUT/$dir" 2>"$OUT/$dir.log"
+    timeout "$cap_s" $PFL run "$@" --device "$dev" --threads "$th" --out "$OUT/$dir" >"$OUT/$dir.log" 2>&1
     local rc=$?
     echo "exit $rc after $((SECONDS - start)) s" >>"$OUT/$dir.log"
     if [ $rc = 0 ]; then
@@ -365,8 +365,9 @@ bench_row() { # LABEL GPU-DIR CPU-DIR TORCH-JSONL
     read -r ts tx <<<"$([ -f "$OUT/$4" ] && speed "$OUT/$4" || echo - -)"
     row "bench: $1 (s/round, train samples/s)" "GPU ${gs:--} s, ${gx:--}/s" \
         "CPU $CPU_THREADS threads ${cs:--} s, ${cx:--}/s; PyTorch on the GPU ${ts:--} s, ${tx:--}/s$(
-            python3 -c "print('; GPU/PyTorch %.1fx, GPU/CPU %.1fx' % (float('$tx') / float('$gx') and float('$gx') / float('$tx'), float('$gx') / float('$cx')))" 2>/dev/null)"
+            ratio "GPU/PyTorch" "$gx" "$tx")$(ratio "GPU/CPU" "$gx" "$cx")"
 }
+ratio() { python3 -c "print('; $1 %.1fx' % (float('$2') / float('$3')))" 2>/dev/null; } # NAME A B: A/B, or nothing
 bench_row "FedAvg cnn Fashion-MNIST pat:2, 20 clients, batch 10" gpu-fedavg cpu-fedavg torch-cnn.jsonl
 read -r s1 x1 <<<"$(ran gpu-streams1 && speed "$OUT/gpu-streams1/metrics.jsonl" || echo - -)"
 read -r s16 x16 <<<"$(ran gpu-streams16 && speed "$OUT/gpu-streams16/metrics.jsonl" || echo - -)"
@@ -391,7 +392,7 @@ snapshot
 
 # ---- 7. CIFAR-10: ResNet-18, FedALA, FLAYER Table 2 ----
 [ -n "${CIFAR_PID:-}" ] && wait "$CIFAR_PID"
-CIFAR=(--data cifar10 --clients 20 --batch 10 --lr 0.005 --seed 1 --quiet --eval-every 1000 --train-fraction 0.98
+CIFAR=(--data cifar10 --clients 20 --batch 10 --lr 0.005 --seed 1 --eval-every 1000 --train-fraction 0.98
     "${SHORT[@]}")
 RES_STEPS=$([ $DRY = 1 ] && echo 2 || echo 50)
 pfl_run gpu-resnet 25 60 $DEVICE $GPU_THREADS --algo fedavg --model resnet18-cifar --partition dir:0.1 "${CIFAR[@]}" \
@@ -420,7 +421,7 @@ while IFS= read -r label; do
     ala=()
     case $label in *FedALA*) ala=(--ala-max-epochs 1) ;; esac
     if pfl_run "$dir" 12 30 $DEVICE $GPU_THREADS --config "$T2" --cell "$label" --rounds 2 --eval-every 1000 \
-        --train-fraction 0.98 --quiet "${SHORT[@]}" "${ala[@]}"; then
+        --train-fraction 0.98 "${SHORT[@]}" "${ala[@]}"; then
         read -r s _ <<<"$(speed "$OUT/$dir/metrics.jsonl")"
         total=$(python3 -c "print($total + $s)") counted=$((counted + 1))
         row "FLAYER T2 $label on the GPU, 2 rounds ($CIFAR_NOTE)" "$s s/round" \

@@ -25,6 +25,15 @@ PFL_DATA=${PFL_DATA:-./data}
 mkdir -p .gpu/fmnist
 grep -qx '/.gpu/' .gitignore 2>/dev/null || { echo "gpu-pack: .gitignore must list /.gpu/" >&2; exit 1; }
 
+# Fashion-MNIST, compressed meanwhile (one xz a file: the big ones at once)
+pids=()
+for f in "$PFL_DATA"/fmnist/*-ubyte.gz; do
+    out=.gpu/fmnist/$(basename "$f" .gz).xz
+    [ -s "$out" ] && [ "$out" -nt "$f" ] && continue # made before
+    (zcat "$f" | xz -9 >"$out.part" && mv "$out.part" "$out") &
+    pids+=($!)
+done
+
 # the libraries, found where the dynamic linker finds them
 lib() { ldconfig -p | awk -v n="$1" '$1 == n && !found { print $NF; found = 1 }'; } # reads it all: no SIGPIPE
 stage=$(mktemp -d)
@@ -42,7 +51,7 @@ for so in libopenblas.so.0 libjansson.so.4 libyaml-0.so.2 libgfortran.so.5 libqu
 done
 (cd "$stage/sysroot/lib" && ln -s libopenblas.so.0 libopenblas.so && ln -s libjansson.so.4 libjansson.so &&
     ln -s libyaml-0.so.2 libyaml.so)
-XZ_OPT=-9e tar -C "$stage" -cJf .gpu/sysroot.tar.xz sysroot
+XZ_OPT=-9 tar -C "$stage" -cJf .gpu/sysroot.tar.xz sysroot
 
 # pfl with the CUDA backend, built as gpu-check.sh builds it (no MPI, SVHN or Tiny-ImageNet)
 command -v nvcc >/dev/null || { echo "gpu-pack: nvcc not on PATH: the prebuilt pfl needs the CUDA backend" >&2; exit 1; }
@@ -50,12 +59,9 @@ nice make -s -j2 BUILD=build-gpu MPI=0 MATIO_LIBS= JPEG_LIBS= build-gpu/pfl buil
 mkdir -p "$stage/prebuilt/build-gpu/tests" # stripped: what travels is counted
 strip -o "$stage/prebuilt/build-gpu/pfl" build-gpu/pfl
 strip -o "$stage/prebuilt/build-gpu/tests/test_cuda_ops" build-gpu/tests/test_cuda_ops
-XZ_OPT=-9e tar -C "$stage/prebuilt" -cJf .gpu/prebuilt.tar.xz build-gpu/pfl build-gpu/tests/test_cuda_ops
+XZ_OPT=-9 tar -C "$stage/prebuilt" -cJf .gpu/prebuilt.tar.xz build-gpu/pfl build-gpu/tests/test_cuda_ops
 
-for f in "$PFL_DATA"/fmnist/*-ubyte.gz; do
-    out=.gpu/fmnist/$(basename "$f" .gz).xz
-    zcat "$f" | xz -9e -T2 >"$out.part" && mv "$out.part" "$out"
-done
+for p in "${pids[@]}"; do wait "$p" || { echo "gpu-pack: compressing Fashion-MNIST failed" >&2; exit 1; }; done
 git rev-parse --short HEAD >.gpu/commit
-du -sh .gpu/* .gpu/fmnist | sed 's/^/gpu-pack: /'
+du -sb .gpu/* .gpu/fmnist/* | sed 's/^/gpu-pack: /'
 echo "gpu-pack: carry .gpu to the GPU machine with the working tree (64 MiB in all: git ls-files | xargs du -cb | tail -1)"
