@@ -154,8 +154,8 @@ if [ -d data/cifar10 ]; then
     CIFAR_PID=
 else
     CIFAR_NOTE="random data of CIFAR-10's shape (timing only)"
-    mkdir -p "$DATA/cifar10"
-    python3 - "$DATA/cifar10" <<'PY' &
+    mkdir -p "$DATA/cifar10/cifar-10-batches-bin" # where the official tarball puts them (bench/common_torch.py reads there)
+    python3 - "$DATA/cifar10/cifar-10-batches-bin" <<'PY' &
 import os, random, sys
 r = random.Random(1)
 for name, n in [("data_batch_%d.bin" % i, 10000) for i in range(1, 6)] + [("test_batch.bin", 10000)]:
