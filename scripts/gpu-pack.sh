@@ -30,7 +30,7 @@ pids=()
 for f in "$PFL_DATA"/fmnist/*-ubyte.gz; do
     out=.gpu/fmnist/$(basename "$f" .gz).xz
     [ -s "$out" ] && [ "$out" -nt "$f" ] && continue # made before
-    (zcat "$f" | xz -9 >"$out.part" && mv "$out.part" "$out") &
+    (zcat "$f" | xz -9 -T0 --block-size=16MiB >"$out.part" && mv "$out.part" "$out") & # blocks: on all cores
     pids+=($!)
 done
 
