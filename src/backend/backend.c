@@ -108,11 +108,12 @@ void pfl_exec_write(pfl_exec *x, pfl_xbuf *b, size_t off, const float *src, size
 void pfl_exec_read(pfl_exec *x, const pfl_xbuf *b, size_t off, float *dst, size_t n) { x->be->read(x, b, off, dst, n); }
 void pfl_exec_zero(pfl_exec *x, pfl_xbuf *b, size_t off, size_t n) { x->be->zero(x, b, off, n); }
 
-/* A batch larger than the executor was made for would overrun its buffers:
- * a caller's bug, stopped here rather than left to corrupt memory. */
+/* A batch larger than the executor was made for is a bug of its caller
+ * (a method's owned batches must gather in parts of at most max_batch):
+ * stop at once rather than write past the buffers. */
 static void check_batch(const pfl_exec *x, int B) {
     if (B >= 0 && B <= x->max_batch) return;
-    fprintf(stderr, "pfl: a batch of %d samples on an executor made for at most %d\n", B, x->max_batch);
+    fprintf(stderr, "pfl: internal error: a batch of %d samples for an executor of at most %d\n", B, x->max_batch);
     abort();
 }
 
