@@ -44,6 +44,8 @@
 #
 # Before: scripts/gpu-pack.sh here (makes .gpu/), then on the GPU machine
 #   scripts/gpu-check.sh              (the device tool: carry [".gpu"])
+# or, when the tool carries another checkout's files, scripts/gpu-pack.sh
+# --bundle DIR and the command its header gives (bench/README.md, "On a GPU").
 # Without a GPU, the plumbing and the CPU halves on tiny budgets:
 #   scripts/gpu-check.sh --dry-run
 # Env: WORK=DIR (default /tmp/gpu-check: the runs, their logs);
