@@ -193,21 +193,21 @@ fi
 
 # ---- 2. every op, every model, against the CPU ----
 ops_check() { # BINARY LABEL
-    local cap
+    local cap file=$OUT/ops-${2// /-}.txt
     cap=$(fits 20 90) || true
     [ -n "$cap" ] || { row "ops and one-batch gradients vs CPU ($2)" "not run" "out of time"; return; }
-    timeout "$cap" "$1" >"$OUT/ops-$2.txt" 2>&1
+    timeout "$cap" "$1" >"$file" 2>&1
     local rc=$?
     if [ $rc = 77 ]; then
-        row "ops and one-batch gradients vs CPU ($2)" skipped "$(tail -1 "$OUT/ops-$2.txt")"
+        row "ops and one-batch gradients vs CPU ($2)" skipped "$(tail -1 "$file")"
     else
         row "ops and one-batch gradients vs CPU, rel err <= 1e-4 ($2)" \
             "$([ $rc = 0 ] && echo PASS || echo "FAIL (exit $rc)")" \
-            "$(grep -m1 '^CUDA backend on' "$OUT/ops-$2.txt"); $(tail -1 "$OUT/ops-$2.txt"); worst: $(
-                grep -E '^(ok|FAIL)' "$OUT/ops-$2.txt" | awk '{print $NF "\t" $0}' | sort -g | tail -1 | cut -f2 | tr -s ' ')"
-        grep '^FAIL' "$OUT/ops-$2.txt" | head -20 >&2
+            "$(grep -m1 '^CUDA backend on' "$file"); $(tail -1 "$file"); worst: $(
+                grep -E '^(ok|FAIL)' "$file" | awk '{print $NF "\t" $0}' | sort -g | tail -1 | cut -f2 | tr -s ' ')"
+        grep '^FAIL' "$file" | head -20 >&2
     fi
-    say "ops ($2): $(tail -1 "$OUT/ops-$2.txt")"
+    say "ops ($2): $(tail -1 "$file")"
 }
 ops_start=$SECONDS
 [ -n "$OPS_BIN" ] && ops_check "$OPS_BIN" "prebuilt"
@@ -378,8 +378,8 @@ row "bench: the GPU's concurrent streams, FedAvg cnn Fashion-MNIST, 50 batches a
     "1 thread ${s1:--} s, ${x1:--}/s" "$GPU_THREADS threads (streams) ${s16:--} s, ${x16:--}/s"
 if ran cpu-fedavg; then
     c=$(acc_at "$OUT/cpu-fedavg/metrics.jsonl" 5) r=$(acc_at "$REF/fedavg/metrics.jsonl" 5)
-    row "FedAvg on this machine's CPU cores, round 5: the committed CPU run's accuracy" \
-        "$([ -n "$c" ] && [ "$c" = "$r" ] && echo same || echo differs)" "here ${c:-?}, committed ${r:-?} ($(first_line cpu-fedavg 'BLAS'))"
+    row "FedAvg on this machine's CPU cores, round 5: the accuracy of REF's CPU run" \
+        "$([ -n "$c" ] && [ "$c" = "$r" ] && echo same || echo differs)" "here ${c:-?}, $REF ${r:-?} ($(first_line cpu-fedavg 'BLAS'))"
 fi
 snapshot
 
