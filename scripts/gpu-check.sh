@@ -114,7 +114,8 @@ if ! pkg-config --exists openblas jansson yaml-0.1 2>/dev/null; then
     if [ -f .gpu/sysroot.tar.xz ]; then
         untar .gpu/sysroot.tar.xz /tmp/pfl-sysroot
         S=/tmp/pfl-sysroot/sysroot
-        SYSFLAGS=(BLAS_CFLAGS=-I$S/include "BLAS_LIBS=-L$S/lib -lopenblas" "JANSSON_LIBS=-L$S/lib -ljansson"
+        # (Debian's OpenBLAS carries LAPACK: no -llapack)
+        SYSFLAGS=(BLAS_CFLAGS=-I$S/include "BLAS_LIBS=-L$S/lib -lopenblas" LAPACK_LIBS= "JANSSON_LIBS=-L$S/lib -ljansson"
             "YAML_LIBS=-L$S/lib -lyaml" PARSE_CFLAGS=-I$S/include)
         export LD_LIBRARY_PATH=$S/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
         say "libraries: OpenBLAS, libjansson, libyaml from .gpu/sysroot.tar.xz"
