@@ -131,8 +131,9 @@ static void fedgh_aggregate(pfl_fl *fl, const int *clients, int n, float *const 
 /* Down: the header; up: one prototype per class the client has, and
  * under --gh-start client0 client 0's trained header, which the server's
  * training starts from. */
-static void fedgh_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
-    (void)sent;
+static void fedgh_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                                uint64_t *up) {
+    (void)sent, (void)upload;
     const pfl_model *m = fl->model;
     const uint64_t header = 4 * (uint64_t)m->layers[head_layer(m)].length;
     *down = header;

@@ -352,8 +352,9 @@ static void fedpac_aggregate(pfl_fl *fl, const int *clients, int n, float *const
 
 /* Down: the extractor, the client's classifier and the global prototypes;
  * up: extractor, classifier, prototypes, V and h. */
-static void fedpac_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
-    (void)sent;
+static void fedpac_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                                uint64_t *up) {
+    (void)sent, (void)upload;
     const pfl_model *m = fl->model;
     const int C = m->classes, D = pfl_protos_dim(m);
     uint64_t model = pfl_model_backbone_params(m);

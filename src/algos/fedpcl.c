@@ -42,8 +42,6 @@ typedef struct {
     pfl_protos_stash stash; /* first: the prototypes a client just made, which its upload sends */
     float *sets;            /* clients x set: each client's set as the server holds it (padded) */
     bool *uploaded;         /* per client: it has uploaded once, so it trains when selected */
-    int bytes_round;        /* the round whose sets' message bytes `bytes_sets` counts (-1: none yet) */
-    uint64_t bytes_sets;
 } fedpcl_state;
 
 static int feature_layer(const pfl_model *m) { return m->num_layers - 1; }
@@ -61,7 +59,6 @@ static int fedpcl_check(const pfl_config *cfg) {
 static int fedpcl_create(pfl_fl *fl) {
     fedpcl_state *s = pfl_calloc(1, sizeof *s);
     if (!(fl->algo_state = s)) return -1;
-    s->bytes_round = -1;
     const size_t N = (size_t)fl->cfg.clients;
     if (pfl_protos_exchange_setup(fl, &s->stash) || !(s->sets = pfl_calloc(N * set_len(fl->model), sizeof(float))) ||
         !(s->uploaded = pfl_calloc(N, sizeof(bool))))
@@ -253,17 +250,13 @@ static int fedpcl_personal_correct(const pfl_fl *fl, pfl_exec *x, const float *p
 
 /* Down: the global set and every client's set, as the client received them
  * for this round (before this round's aggregation); up: its prototypes. */
-static void fedpcl_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
-    fedpcl_state *s = fl->algo_state;
+static void fedpcl_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                                uint64_t *up) {
     const pfl_model *m = fl->model;
     const int C = m->classes, D = pfl_protos_dim(m);
-    if (s->bytes_round != fl->round) { /* the same for every client of the round: counted once */
-        s->bytes_sets = 0;
-        for (int c = 0; c < fl->cfg.clients; c++) s->bytes_sets += pfl_protos_bytes(pfl_fedpcl_set(fl, c), C, D);
-        s->bytes_round = fl->round;
-    }
-    pfl_protos_message_bytes(fl, client, sent, down, up);
-    *down += s->bytes_sets;
+    pfl_protos_message_bytes(fl, client, sent, upload, down, up);
+    /* counted here for each client (the clients train in parallel): N x C presence flags */
+    for (int c = 0; c < fl->cfg.clients; c++) *down += pfl_protos_bytes(pfl_fedpcl_set(fl, c), C, D);
 }
 
 static int fedpcl_save(const pfl_fl *fl, pfl_ckpt_writer *w) {

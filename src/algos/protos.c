@@ -286,8 +286,9 @@ void pfl_protos_aggregate(pfl_fl *fl, const int *clients, int n, float *const *u
     pfl_protos_mean(m, uploads, n, pfl_protos_dim(m), pfl_protos_block(m, fl->global));
 }
 
-void pfl_protos_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
-    (void)sent;
+void pfl_protos_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                                uint64_t *up) {
+    (void)sent, (void)upload;
     const pfl_model *m = fl->model;
     const int D = pfl_protos_dim(m);
     *down = pfl_protos_bytes(pfl_protos_block_const(m, fl->global), m->classes, D);

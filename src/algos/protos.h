@@ -149,7 +149,8 @@ void pfl_protos_upload(pfl_fl *fl, int client, const float *model, float *upload
 void pfl_protos_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads);
 /* Down: the global set the client trained with (the global block before
  * this round's aggregation); up: one prototype per class it has. */
-void pfl_protos_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up);
+void pfl_protos_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                                uint64_t *up);
 
 /* Refuses the modules that need a received model to mix (--ala,
  * --flayer-agg) or an uploaded one to mask (--flayer-mask): one line

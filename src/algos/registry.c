@@ -24,6 +24,8 @@ const pfl_algo *const pfl_algos[] = {&pfl_algo_fedavg, &pfl_algo_local, &pfl_alg
                                      /* methods that exchange class prototypes */
                                      &pfl_algo_fedproto, &pfl_algo_fd, &pfl_algo_fedpcl, &pfl_algo_fedgh,
                                      &pfl_algo_fedpac,
+                                     /* PFLlib's personalized methods */
+                                     &pfl_algo_fml, &pfl_algo_fedkd, &pfl_algo_feddbe, &pfl_algo_fedmtl, &pfl_algo_fedbn,
                                      NULL};
 
 /* Methods registered at run time (pfl_algo_register), after the built-in ones. */

@@ -63,6 +63,11 @@ refused() {
         "fedproto --ala" | "fedproto --flayer-agg" | "fedproto --flayer-mask" | "fd --ala" | "fd --flayer-agg" | \
             "fd --flayer-mask" | "fedpcl --ala" | "fedpcl --flayer-agg" | "fedpcl --flayer-mask" | \
             "fedgh --flayer-mask" | "fedpac --ala" | "fedpac --flayer-agg" | "fedpac --flayer-mask") printf '%s\n' "$2" ;;
+        # PFLlib's personalized methods: FML and FedKD train two models with their own steps, FedKD sends SVD
+        # factors of whole tensors, FedDBE's output reads h + m (not ALA's head(h)), FedMTL averages nothing
+        "fml --flayer-lr" | "fedkd --flayer-lr" | "fedkd --flayer-mask" | "feddbe --ala" | "fedmtl --flayer-mask")
+            printf '%s\n' "$2" ;;
+        "fedmtl --ala" | "fedmtl --flayer-agg") echo "nothing to mix" ;;
     esac
 }
 
@@ -70,7 +75,8 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fedavg-c fedprox-c perfedavg fedphp
     fedfomo apple partialfed
     fedcp gpfl fedrod fedbabu lgfedavg apfl
-    fedproto fd fedpcl fedgh fedpac)
+    fedproto fd fedpcl fedgh fedpac
+    fml fedkd feddbe fedmtl fedbn)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)
