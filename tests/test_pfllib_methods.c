@@ -39,6 +39,13 @@ static uint32_t mask_word(const float *row, size_t w) {
     return u;
 }
 
+/* Two clients of n0 and n1 training samples and 4 test samples each. */
+static pfl_fl *two_clients(tiny_fed *f, const pfl_algo *algo, pfl_config cfg, int n0, int n1) {
+    const int n_train[2] = {n0, n1}, n_test[2] = {4, 4};
+    tiny_fed_init(f, algo, cfg, n_train, n_test);
+    return &f->fl;
+}
+
 /* ---- FedCAC ---- */
 
 static void test_cac_select_by_hand(void) {
@@ -173,7 +180,7 @@ static void test_cac_rounds(const char *round1) {
     tiny_fed_free(&f);
 }
 
-static void test_cac_refuses(void) {
+static void test_refusals(void) {
     pfl_config cfg = tiny_config(2);
     cfg.modules.ala = true;
     CHECK(pfl_algo_fedcac.check(&cfg) != 0, "fedcac takes --ala");
@@ -184,6 +191,12 @@ static void test_cac_refuses(void) {
           pfl_errmsg());
     cfg.algo.cac_round1 = "customized", cfg.modules.flayer_lr = true;
     CHECK(pfl_algo_fedcac.check(&cfg) == 0, "fedcac refuses --flayer-lr: %s", pfl_errmsg());
+    /* FedGC: ALA's weights would learn on every class */
+    pfl_config gc = tiny_config(2);
+    gc.modules.ala = true;
+    CHECK(pfl_algo_fedgc.check(&gc) != 0 && strstr(pfl_errmsg(), "--ala"), "fedgc takes --ala");
+    gc.modules.ala = false, gc.modules.flayer_agg = gc.modules.flayer_mask = gc.modules.flayer_lr = true;
+    CHECK(pfl_algo_fedgc.check(&gc) == 0, "fedgc refuses FLAYER's modules: %s", pfl_errmsg());
 }
 
 /* ---- FedAS ---- */
@@ -208,10 +221,8 @@ static void test_as_init(void) {
     pfl_config cfg = tiny_config(2);
     cfg.batch = 4, cfg.eval_batch = 8; /* max_batch 8 < 16 */
     cfg.algo.as_align_lr = 0.5f, cfg.algo.as_align_epochs = 1;
-    const int n_train[2] = {16, 8}, n_test[2] = {4, 4};
     tiny_fed f;
-    tiny_fed_init(&f, &pfl_algo_fedas, cfg, n_train, n_test);
-    pfl_fl *fl = &f.fl;
+    pfl_fl *fl = two_clients(&f, &pfl_algo_fedas, cfg, 16, 8);
     const pfl_model *m = fl->model;
     const size_t V = pfl_model_vector_len(m), base = m->layers[1].offset, head = m->layers[1].length;
     const int D = 100, B = 16;
@@ -263,10 +274,8 @@ static void test_as_init(void) {
  * shuffle, the last 2 samples left out. */
 static void test_as_fisher(void) {
     pfl_config cfg = tiny_config(2);
-    const int n_train[2] = {10, 6}, n_test[2] = {4, 4};
     tiny_fed f;
-    tiny_fed_init(&f, &pfl_algo_fedas, cfg, n_train, n_test);
-    pfl_fl *fl = &f.fl;
+    pfl_fl *fl = two_clients(&f, &pfl_algo_fedas, cfg, 10, 6);
     const pfl_model *m = fl->model;
     fl->round = 3;
     const double trace = pfl_fedas_fisher_trace(fl, &fl->workers[0], 0, fl->global);
@@ -291,10 +300,8 @@ static void test_as_fisher(void) {
 
 static void test_as_aggregate(void) {
     pfl_config cfg = tiny_config(2);
-    const int n_train[2] = {8, 4}, n_test[2] = {4, 4};
     tiny_fed f;
-    tiny_fed_init(&f, &pfl_algo_fedas, cfg, n_train, n_test);
-    pfl_fl *fl = &f.fl;
+    pfl_fl *fl = two_clients(&f, &pfl_algo_fedas, cfg, 8, 4);
     const size_t V = pfl_model_vector_len(fl->model), fisher = fl->model->layers[2].offset;
     float *up[2] = {tiny_floats(V), tiny_floats(V)};
     for (size_t j = 0; j < V; j++) up[0][j] = 1.0f, up[1][j] = 3.0f;
@@ -344,11 +351,9 @@ static void test_da_head_by_hand(void) {
 
 static void test_da_phases(void) {
     pfl_config cfg = tiny_config(2);
-    cfg.momentum = 0.5f; /* a frozen row stays bitwise only if the step never touches it */
-    const int n_train[2] = {8, 6}, n_test[2] = {4, 4};
+    cfg.momentum = 0.5f, cfg.weight_decay = 0.01f; /* a frozen row stays bitwise only if the step never steps it */
     tiny_fed f;
-    tiny_fed_init(&f, &pfl_algo_pfl_da, cfg, n_train, n_test);
-    pfl_fl *fl = &f.fl;
+    pfl_fl *fl = two_clients(&f, &pfl_algo_pfl_da, cfg, 8, 6);
     const pfl_model *m = fl->model;
     const size_t V = pfl_model_vector_len(m), head = m->layers[1].offset, block = m->layers[2].offset;
     CHECK(!fl->shared[0] && !fl->shared[1] && fl->shared[2], "shared: %d %d %d", fl->shared[0], fl->shared[1],
@@ -463,10 +468,8 @@ static void test_gc_correction_by_hand(void) {
 static void test_gc_training(void) {
     pfl_config cfg = tiny_config(2);
     cfg.momentum = 0.9f, cfg.weight_decay = 0.01f;
-    const int n_train[2] = {2, 9}, n_test[2] = {1, 3}; /* client 0: classes 0 and 1 */
     tiny_fed f;
-    tiny_fed_init(&f, &pfl_algo_fedgc, cfg, n_train, n_test);
-    pfl_fl *fl = &f.fl;
+    pfl_fl *fl = two_clients(&f, &pfl_algo_fedgc, cfg, 2, 9);
     const pfl_model *m = fl->model;
     const size_t V = pfl_model_vector_len(m), off = m->layers[1].offset;
     const int D = 100;
@@ -496,7 +499,7 @@ int main(void) {
     test_cac_threshold();
     test_cac_rounds(NULL);
     test_cac_rounds("customized");
-    test_cac_refuses();
+    test_refusals();
     test_as_align_loss_by_hand();
     test_as_init();
     test_as_fisher();

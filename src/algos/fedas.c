@@ -92,7 +92,8 @@ static void prototypes(pfl_fl *fl, pfl_worker *w, int client, const float *model
     }
     for (int c = 0; c < C; c++) {
         has[c] = count && count[c] > 0;
-        for (int d = 0; d < D; d++) proto[(size_t)c * D + d] = has[c] ? (float)(sum[(size_t)c * D + d] / count[c]) : 0.0f;
+        for (int d = 0; d < D; d++)
+            proto[(size_t)c * D + d] = has[c] ? (float)(sum[(size_t)c * D + d] / count[c]) : 0.0f;
     }
     free(sum);
     free(scratch);
@@ -147,9 +148,10 @@ static bool align_batch(void *ctx, pfl_owned_batch *b) {
     return true;
 }
 
-/* The received global model's extractor aligned to the client's prototypes,
- * under the client's own head, with its own running statistics (PFLlib
- * replaces the extractor's parameters() only). */
+/* What the client receives, the global model's extractor (its own layers
+ * where the run shares none: --bn local), aligned to the client's
+ * prototypes, under the client's own head, with its own running statistics
+ * (PFLlib replaces the extractor's parameters() only). */
 static void as_init(pfl_fl *fl, int client, float *model) {
     const pfl_model *m = fl->model;
     pfl_worker *w = pfl_fl_worker_here(fl);
@@ -161,6 +163,10 @@ static void as_init(pfl_fl *fl, int client, float *model) {
     align_ctx a = {proto, pfl_malloc(sizeof(float) * (size_t)max_batch * D),
                    pfl_malloc(sizeof(float) * (size_t)max_batch * D), fl->cfg.algo.as_align_lr};
     memcpy(model, fl->global, sizeof(float) * base_params(m));
+    for (int l = 0; l < head_row(m); l++) {
+        const pfl_layer *ly = &m->layers[l];
+        if (!fl->shared[l]) memcpy(model + ly->offset, own + ly->offset, sizeof(float) * ly->length);
+    }
     if (proto && a.features && a.df) {
         prototypes(fl, w, client, own, proto, has);
         const int n = fl->part->clients[client].n_train;
@@ -238,13 +244,17 @@ static void as_aggregate(pfl_fl *fl, const int *clients, int n, float *const *up
         float *g = fl->global + off;
         if (!fl->sent) {
             memset(g, 0, sizeof(float) * len);
-            for (int k = 0; k < n; k++) cblas_saxpy((int)len, (float)(uploads[k][fisher] / total), uploads[k] + off, 1, g, 1);
+            for (int k = 0; k < n; k++)
+                cblas_saxpy((int)len, (float)(uploads[k][fisher] / total), uploads[k] + off, 1, g, 1);
             continue;
         }
         for (size_t j = 0; j < len; j++) {
             double sum = 0.0, weight = 0.0;
-            for (int k = 0; k < n; k++)
-                if (fl->sent[k][off + j]) sum += uploads[k][fisher] * (double)uploads[k][off + j], weight += uploads[k][fisher];
+            for (int k = 0; k < n; k++) {
+                if (!fl->sent[k][off + j]) continue;
+                sum += uploads[k][fisher] * (double)uploads[k][off + j];
+                weight += uploads[k][fisher];
+            }
             if (weight > 0.0) g[j] = (float)(sum / weight);
         }
     }

@@ -23,6 +23,8 @@
  * classes out of its softmax (the step's ce_offset at -INFINITY) and out of
  * its predictions (fedgc_correct: a class whose row is all zero is one the
  * client lacks). The server's heads are a per-client store, checkpointed.
+ * --ala is refused (its weights learn on all classes); FLAYER's modules are
+ * honoured (the head mix leaves a lacking class's row at zero).
  * The global model evaluated is the averaged extractor under the class
  * means e_c (pfl's: PFLlib evaluates no global model). docs/algorithms.md,
  * "FedGC", has the readings. */
@@ -184,8 +186,9 @@ static void normalizers(pfl_fl *fl) {
         const uint8_t *held = holds_of(fl, j);
         for (int c = 0; c < C; c++) {
             if (held[c] || s->holders[c] == 0) continue;
+            const double *e = s->emb + (size_t)c * D;
             for (int r = 0; r < C; r++)
-                if (held[r]) s->log_z[c] = log_add(s->log_z[c], dot_row(head + (size_t)r * D, s->emb + (size_t)c * D, D));
+                if (held[r]) s->log_z[c] = log_add(s->log_z[c], dot_row(head + (size_t)r * D, e, D));
         }
     }
 }
@@ -261,6 +264,13 @@ static void gc_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, 
     pfl_default_message_bytes(fl, client, sent, down, up);
     *down = *down - 4 * (uint64_t)m->layers[head_layer(m)].length + 4 * rows * (uint64_t)D;
     if (!sent) *up = *down; /* under FLAYER's mask: what the mask sent */
+}
+
+static int gc_check(const pfl_config *cfg) {
+    if (cfg->modules.ala)
+        return pfl_err("--ala: ALA learns its weights on the softmax over all the model's classes, and a fedgc "
+                       "client classifies among the classes it holds (its own head's rows)");
+    return 0;
 }
 
 /* ---- state ---- */
@@ -345,6 +355,7 @@ const pfl_algo pfl_algo_fedgc = {
                    "regularizer over the class embeddings (--gc-lambda)",
     PFL_PARAMS(gc_params),
     .has_global = true,
+    .check = gc_check,
     .create = gc_create,
     .destroy = gc_destroy,
     .receive = gc_receive,

@@ -35,6 +35,9 @@ cases=(
     "fedfomo --fomo-m 3"
     "apple --join 1"
     "partialfed --pf-fm 2 --pf-fs 1"
+    # PFLlib's personalized methods: FedCAC's masks and customized models, FedAS's Fisher block and client
+    # models, PFL-DA's global head block, FedGC's server-side heads (with FLAYER's head mix: client rows too)
+    "fedcac" "fedcac --cac-round1 customized --join 1" "fedas" "pfl-da" "fedgc" "fedgc --flayer-agg --flayer-mask"
 )
 # under the sanitizers (several times slower) a sample: client state, ALA,
 # FLAYER's modules, clustering and server-side fusion
