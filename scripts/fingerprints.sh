@@ -28,6 +28,7 @@ algo_flags() {
         fedalp) echo --groups 2 --warmup 1 ;;
         cfl) echo --cfl-eps1 1e9 --cfl-eps2 0 --cfl-warmup 1 ;;
         fedtsdp) echo --public 500 --tsdp-hth 0 ;;
+        fedgc) echo --partition dir:0.3 ;; # one label a client: nothing to classify among
     esac
 }
 

@@ -87,8 +87,8 @@ static void write_sample(const char *path, float scale) {
 static void test_container_roundtrip(void) {
     char path[128], tmp[160];
     path_in_dir(path, sizeof path, "sample");
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    write_file(tmp, (const unsigned char *)"stray", 5); /* a write a crash cut short */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    write_file(tmp, (const unsigned char *)"stray", 5); /* a write a crash cut short, of a process that had this pid */
     write_sample(path, 1.0f);
     CHECK(access(tmp, F_OK) != 0, "commit left %s behind", tmp);
     pfl_ckpt_reader r;

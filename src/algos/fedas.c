@@ -225,20 +225,16 @@ static void as_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_tr
 
 /* The uploads weighted by their Fisher traces over the shared parameters
  * (with FLAYER's mask, each element over the clients that sent it); the
- * running statistics by sample counts (pfl's; PFLlib's global model keeps
- * its first upload's buffers). A round whose traces sum to no positive
- * number (every gradient zero) falls back to sample counts. */
+ * running statistics by sample counts, FedAvg's (pfl's; PFLlib's global
+ * model keeps its first upload's buffers). A round whose traces sum to no
+ * positive number (every gradient zero) keeps FedAvg's sample weights. */
 static void as_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
     const pfl_model *m = fl->model;
     const size_t fisher = fisher_at(m);
     double total = 0.0;
     for (int k = 0; k < n; k++) total += uploads[k][fisher];
-    if (!(total > 0.0) || !isfinite(total)) {
-        pfl_default_aggregate(fl, clients, n, uploads);
-        fl->global[fisher] = 0.0f;
-        return;
-    }
-    for (int l = 0; l < fisher_row(m); l++) {
+    pfl_default_aggregate(fl, clients, n, uploads);
+    for (int l = 0; l < fisher_row(m) && total > 0.0 && isfinite(total); l++) {
         if (!fl->shared[l]) continue;
         const size_t off = m->layers[l].offset, len = m->layers[l].length;
         float *g = fl->global + off;
@@ -258,13 +254,13 @@ static void as_aggregate(pfl_fl *fl, const int *clients, int n, float *const *up
             if (weight > 0.0) g[j] = (float)(sum / weight);
         }
     }
-    pfl_aggregate_state(fl, clients, n, uploads);
     fl->global[fisher] = 0.0f;
 }
 
 /* Down: the global model (to the round's clients); up: the model and the trace (the block). */
 static void as_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
-    pfl_default_message_bytes(fl, client, sent, down, up);
+    (void)client;
+    pfl_shared_message_bytes(fl, sent, down, up);
     *down -= 4; /* the block is no message down */
 }
 
@@ -284,6 +280,7 @@ const pfl_algo pfl_algo_fedas = {
     .has_global = true,
     .stateful = true,
     .keeps_state = true,
+    .whole_uploads = true, /* MPI: its aggregate weighs each upload by the trace it carries */
     .blocks = as_blocks,
     .check = as_check,
     .local_init = as_init,

@@ -318,7 +318,7 @@ static void cac_aggregate(pfl_fl *fl, const int *clients, int n, float *const *u
 static void cac_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
     const cac_state *s = fl->algo_state;
     const pfl_model *m = fl->model;
-    pfl_default_message_bytes(fl, client, sent, down, up);
+    pfl_shared_message_bytes(fl, sent, down, up);
     uint64_t shared = 0;
     for (int l = 0; l < m->num_layers; l++)
         if (fl->shared[l]) shared += m->layers[l].length;
@@ -360,6 +360,7 @@ const pfl_algo pfl_algo_fedcac = {
                    "positions overlap, the rest with all (--cac-tau, --cac-beta, --cac-round1)",
     PFL_PARAMS(cac_params),
     .has_global = true,
+    .whole_uploads = true, /* MPI: its aggregate reads each upload (masks, customized models) */
     .check = cac_check,
     .create = cac_create,
     .destroy = cac_destroy,

@@ -261,7 +261,7 @@ static void gc_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, 
     const int C = m->classes, D = feature_dim(m);
     uint64_t rows = 0;
     for (int c = 0; c < C; c++) rows += holds_of(fl, client)[c];
-    pfl_default_message_bytes(fl, client, sent, down, up);
+    pfl_shared_message_bytes(fl, sent, down, up);
     *down = *down - 4 * (uint64_t)m->layers[head_layer(m)].length + 4 * rows * (uint64_t)D;
     if (!sent) *up = *down; /* under FLAYER's mask: what the mask sent */
 }
@@ -355,6 +355,7 @@ const pfl_algo pfl_algo_fedgc = {
                    "regularizer over the class embeddings (--gc-lambda)",
     PFL_PARAMS(gc_params),
     .has_global = true,
+    .whole_uploads = true, /* MPI: its aggregate reads each client's uploaded head */
     .check = gc_check,
     .create = gc_create,
     .destroy = gc_destroy,

@@ -28,7 +28,7 @@ for trial in 1 2 3; do
         continue
     fi
     at="after round $(grep -o '"round":[0-9]*' "$out/metrics.jsonl" | tail -1 | cut -d: -f2)"
-    [ -e "$out/checkpoint.tmp" ] && during="during a checkpoint write" || during="between checkpoint writes"
+    compgen -G "$out/checkpoint.tmp*" >/dev/null && during="during a checkpoint write" || during="between checkpoint writes"
     "$PFL" resume "$out" --quiet || { fail "trial $trial: resume after a kill $at, $during, failed"; continue; }
     sha=$(json_field global_model_sha256 "$out/summary.json")
     [ "$sha" = "$sha_full" ] && pass "trial $trial: killed $at, $during; resumed fingerprint equal" ||

@@ -144,6 +144,7 @@ common=(--data mnist --model mlp --partition onelabel:100/20 --clients 10 --join
 for algo in "${algos[@]}"; do
     extra=()
     [ "$algo" = fedalp ] && extra=(--groups 2 --warmup 1)
+    [ "$algo" = fedgc ] && extra=(--partition dir:0.3) # one label a client: nothing to classify among
     for t in 1 2; do
         "$PFL" run "${common[@]}" --algo "$algo" --threads $t "${extra[@]}" --out "$TMP/${algo}_t$t" ||
             fail "$algo --threads $t: run failed"
