@@ -48,18 +48,22 @@ static pfl_fl *two_clients(tiny_fed *f, const pfl_algo *algo, pfl_config cfg, in
 
 /* ---- FedCAC ---- */
 
+/* The first mask word of a 4-parameter tensor's selection at bit 0 of a clear mask. */
+static uint32_t selected(const float *w, const float *w0, double tau) {
+    float mask[1] = {0};
+    uint32_t keys[4];
+    pfl_fedcac_select(w, w0, 4, tau, keys, mask, 0);
+    return mask_word(mask, 0);
+}
+
 static void test_cac_select_by_hand(void) {
     float mask[2];
     uint32_t keys[4];
     /* c = |(w - w0) w| = (1, 2, 0, 1.5): tau 0.5 keeps int(2) of them, threshold 1.5 */
     const float w[4] = {1, -2, 0.5f, 3}, w0[4] = {0, -1, 0.5f, 2.5f};
-    memset(mask, 0, sizeof mask);
-    pfl_fedcac_select(w, w0, 4, 0.5, keys, mask, 0);
-    CHECK(mask_word(mask, 0) == 0xAu, "tau 0.5: mask %#x, want {1, 3} = 0xa", mask_word(mask, 0));
+    CHECK(selected(w, w0, 0.5) == 0xAu, "tau 0.5: mask %#x, want {1, 3} = 0xa", selected(w, w0, 0.5));
     /* tau 0.75: int(3), threshold 1 */
-    memset(mask, 0, sizeof mask);
-    pfl_fedcac_select(w, w0, 4, 0.75, keys, mask, 0);
-    CHECK(mask_word(mask, 0) == 0xBu, "tau 0.75: mask %#x, want {0, 1, 3} = 0xb", mask_word(mask, 0));
+    CHECK(selected(w, w0, 0.75) == 0xBu, "tau 0.75: mask %#x, want {0, 1, 3} = 0xb", selected(w, w0, 0.75));
     /* tau 0.2: int(0.8) = 0, threshold +inf: none; the bits of another tensor stay */
     const uint32_t other = 0x5u;
     memcpy(mask, &other, sizeof other);
@@ -72,13 +76,9 @@ static void test_cac_select_by_hand(void) {
           mask_word(mask, 1));
     /* c = (0, 0, 0, 1e-3): the int(2)-th largest is 0 <= 1e-10, so the threshold becomes 1e-3 */
     const float same[4] = {1, 1, 1, 1}, near[4] = {1, 1, 1, 0.999f};
-    memset(mask, 0, sizeof mask);
-    pfl_fedcac_select(same, near, 4, 0.5, keys, mask, 0);
-    CHECK(mask_word(mask, 0) == 0x8u, "one change: mask %#x, want {3}", mask_word(mask, 0));
+    CHECK(selected(same, near, 0.5) == 0x8u, "one change: mask %#x, want {3}", selected(same, near, 0.5));
     /* no change at all: the threshold stays 0 and every c >= 0 is critical */
-    memset(mask, 0, sizeof mask);
-    pfl_fedcac_select(same, same, 4, 0.5, keys, mask, 0);
-    CHECK(mask_word(mask, 0) == 0xFu, "no change: mask %#x, want all four", mask_word(mask, 0));
+    CHECK(selected(same, same, 0.5) == 0xFu, "no change: mask %#x, want all four", selected(same, same, 0.5));
 }
 
 static void test_cac_threshold(void) {
