@@ -151,7 +151,7 @@ static void test_cac_rounds(const char *round1) {
     for (size_t j = 0; j < P; j++) mean01[j] = (up[0][j] + up[1][j]) / 2.0f; /* PFLlib: sum, then / float(2) */
     const int clients[3] = {0, 1, 2};
     uint64_t down = 0, up_bytes = 0;
-    pfl_algo_fedcac.message_bytes(fl, 0, NULL, &down, &up_bytes);
+    pfl_algo_fedcac.message_bytes(fl, 0, NULL, NULL, &down, &up_bytes);
     CHECK(down == 4 * P && up_bytes == 4 * P + (P + 7) / 8, "round 1 messages: %llu down, %llu up",
           (unsigned long long)down, (unsigned long long)up_bytes);
 
@@ -163,7 +163,7 @@ static void test_cac_rounds(const char *round1) {
           bad0, bad2);
 
     fl->round = 2;
-    pfl_algo_fedcac.message_bytes(fl, 0, NULL, &down, &up_bytes);
+    pfl_algo_fedcac.message_bytes(fl, 0, NULL, NULL, &down, &up_bytes);
     CHECK(down == (customized ? 8 : 4) * P, "round 2: %llu bytes down", (unsigned long long)down);
     if (!customized) { /* round 2 from the models the server sent: the same masks, customized */
         pfl_algo_fedcac.aggregate(fl, clients, 3, up);
@@ -172,7 +172,7 @@ static void test_cac_rounds(const char *round1) {
         bad2 = cac_mismatch(fl, 2, up[2], scratch);
         CHECK(bad0 == 0 && bad1 == 0 && bad2 == 0, "after round 2: %zu, %zu and %zu floats differ", bad0, bad1,
               bad2);
-        pfl_algo_fedcac.message_bytes(fl, 0, NULL, &down, &up_bytes);
+        pfl_algo_fedcac.message_bytes(fl, 0, NULL, NULL, &down, &up_bytes);
         CHECK(down == 8 * P, "round 3: %llu bytes down (global and customized)", (unsigned long long)down);
     }
     for (int k = 0; k < 3; k++) free(up[k]);
@@ -316,7 +316,7 @@ static void test_as_aggregate(void) {
     pfl_algo_fedas.aggregate(fl, clients, 2, up);
     CHECK(check_close(fl->global[0], 5.0 / 3.0, 1e-6), "traces 0: %g, want the sample-weighted 5/3", fl->global[0]);
     uint64_t down, up_bytes;
-    pfl_algo_fedas.message_bytes(fl, 0, NULL, &down, &up_bytes);
+    pfl_algo_fedas.message_bytes(fl, 0, NULL, NULL, &down, &up_bytes);
     CHECK(down == 4 * (V - 1) && up_bytes == 4 * V, "messages %llu down, %llu up", (unsigned long long)down,
           (unsigned long long)up_bytes);
     free(up[0]), free(up[1]);
@@ -360,7 +360,7 @@ static void test_da_phases(void) {
           fl->shared[2]);
     CHECK(tiny_same(fl->global + block, fl->global + head, 0, 303), "the global head starts as the head");
     uint64_t down, up;
-    pfl_default_message_bytes(fl, 0, NULL, &down, &up); /* pfl-da counts as every method does */
+    pfl_default_message_bytes(fl, 0, NULL, NULL, &down, &up); /* pfl-da counts as every method does */
     CHECK(down == 4 * 303 && up == 4 * 303, "messages: %llu down, %llu up (the global head)",
           (unsigned long long)down, (unsigned long long)up);
     fl->round = 1;
@@ -455,7 +455,7 @@ static void test_gc_correction_by_hand(void) {
           "global head rows (%g, %g), %g, %g", fl->global[off], fl->global[off + 1], fl->global[off + D],
           fl->global[off + 2 * D]);
     uint64_t down, up_bytes;
-    pfl_algo_fedgc.message_bytes(fl, 0, NULL, &down, &up_bytes);
+    pfl_algo_fedgc.message_bytes(fl, 0, NULL, NULL, &down, &up_bytes);
     CHECK(down == 4 * (off + 2 * (uint64_t)D) && up_bytes == down, "client 0: %llu down, %llu up",
           (unsigned long long)down, (unsigned long long)up_bytes);
     for (int k = 0; k < 3; k++) free(up[k]);

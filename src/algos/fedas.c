@@ -258,8 +258,9 @@ static void as_aggregate(pfl_fl *fl, const int *clients, int n, float *const *up
 }
 
 /* Down: the global model (to the round's clients); up: the model and the trace (the block). */
-static void as_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
-    (void)client;
+static void as_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                               uint64_t *up) {
+    (void)client, (void)upload;
     pfl_shared_message_bytes(fl, sent, down, up);
     *down -= 4; /* the block is no message down */
 }

@@ -315,7 +315,9 @@ static void cac_aggregate(pfl_fl *fl, const int *clients, int n, float *const *u
 
 /* Down: the global model and, once the server made one, the customized
  * model; up: the model and the critical mask (a bit per shared parameter). */
-static void cac_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
+static void cac_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                               uint64_t *up) {
+    (void)upload;
     const cac_state *s = fl->algo_state;
     const pfl_model *m = fl->model;
     pfl_shared_message_bytes(fl, sent, down, up);

@@ -256,7 +256,9 @@ static void gc_aggregate(pfl_fl *fl, const int *clients, int n, float *const *up
 }
 
 /* Each way: the shared layers but the head, and the client's C_k rows of it. */
-static void gc_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
+static void gc_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                               uint64_t *up) {
+    (void)upload;
     const pfl_model *m = fl->model;
     const int C = m->classes, D = feature_dim(m);
     uint64_t rows = 0;

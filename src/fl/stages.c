@@ -31,8 +31,9 @@ void pfl_shared_message_bytes(const pfl_fl *fl, const uint8_t *sent, uint64_t *d
     *up = sent ? 4 * (sent_params + state) + (params + 7) / 8 : *down;
 }
 
-void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
-    (void)client;
+void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                               uint64_t *up) {
+    (void)client, (void)upload;
     pfl_shared_message_bytes(fl, sent, down, up);
     if (fl->algo->whole_uploads) *up = 4 * (uint64_t)pfl_model_vector_len(fl->model);
 }

@@ -134,8 +134,8 @@ static void format_metrics_line(FILE *f, const pfl_round_metrics *m, const pfl_f
     pfl_json_number(f, m->local_acc_mean);
     fputs(",\"local_acc_std\":", f);
     pfl_json_number(f, m->local_acc_std);
-    fputs(",\"local_acc_joined\":", f), pfl_json_number(f, m->local_acc_joined); /* issue 14: FedALA's rho = 0.5* */
-    fputs(",\"local_acc_p10\":", f), pfl_json_number(f, e->p10); /* issue 18: the clients left behind */
+    fputs(",\"local_acc_joined\":", f), pfl_json_number(f, m->local_acc_joined); /* FedALA's rho = 0.5* */
+    fputs(",\"local_acc_p10\":", f), pfl_json_number(f, e->p10); /* the clients left behind */
     fputs(",\"local_acc_min\":", f), pfl_json_number(f, e->min);
     fputs(",\"global_acc\":", f);
     pfl_json_number(f, m->global_acc);
@@ -299,7 +299,7 @@ int pfl_run_measure_memory(const pfl_fl *fl, run_report *r) {
     return rc;
 }
 
-/* Memory (issue 19): the peak resident memory, the client stores' bytes, and
+/* Memory: the peak resident memory, the client stores' bytes, and
  * where they were kept when not in memory. */
 static void write_memory_fields(FILE *f, const pfl_run_options *o, const run_report *r) {
     fprintf(f, ",\n  \"peak_rss_bytes\": %ld,\n  \"client_state_bytes\": %ld", r->peak_rss, r->state_bytes);
@@ -398,7 +398,7 @@ static void write_summary_fields(FILE *f, const pfl_run_options *o, const pfl_fl
                "\"flayer_mask_literal\": %s}",
             mod->ala ? "true" : "false", mod->flayer_agg ? "true" : "false", mod->flayer_lr ? "true" : "false",
             mod->flayer_mask ? "true" : "false", mod->flayer_mask_literal ? "true" : "false");
-    fprintf(f, ",\n  \"eval_moment\": \"%s\",\n  \"init_clients\": \"%s\",\n  \"step_budget\": \"%s\"", /* issue 14 */
+    fprintf(f, ",\n  \"eval_moment\": \"%s\",\n  \"init_clients\": \"%s\",\n  \"step_budget\": \"%s\"",
             pfl_eval_moment_name(fl->cfg.eval_moment), pfl_init_clients_name(fl->cfg.init_clients),
             pfl_step_budget_name(fl->cfg.step_budget));
     fputs(",\n  \"layer_unit\": ", f); /* what the layer counts below count (nn/layer_units.h) */
@@ -429,7 +429,7 @@ static void write_summary_fields(FILE *f, const pfl_run_options *o, const pfl_fl
     write_transport_fields(f, o, fl, r); /* MPI */
     write_memory_fields(f, o, r);
     write_blas_field(f);
-    fputs(",\n  \"personal_models_sha256\": \"", f); /* issue 14: runs compared bit for bit */
+    fputs(",\n  \"personal_models_sha256\": \"", f); /* runs compared bit for bit */
     for (int i = 0; i < 32; i++) fprintf(f, "%02x", fl->personal_sha256[i]);
     fprintf(f, "\",\n  \"global_model_sha256\": \"%s\"\n}\n", sha);
 }

@@ -37,7 +37,7 @@ for trial in 1 2 3; do
         fail "trial $trial: metrics differ: $(diff <(strip "$TMP/full/metrics.jsonl") <(strip "$out/metrics.jsonl"))"
 done
 
-# Killed early (issue 13): the moment the first checkpoint file appears (the
+# Killed early: the moment the first checkpoint file appears (the
 # flags alone, written before the data loads) and 1 s after the start (often
 # while the data still loads); the checkpoint of the flags or of round 0 lets
 # pfl resume finish it anyway. A kill before the run wrote anything (a loaded

@@ -59,6 +59,11 @@ refused() {
         # issue 16: GPFL and FedCP route features through a valve or a policy, ALA learns on
         # the backbone's output head(h); APFL trains with its own steps
         "gpfl --ala" | "fedcp --ala" | "apfl --flayer-lr") printf '%s\n' "$2" ;;
+        # PFLlib's personalized methods: FML and FedKD train two models with their own steps, FedKD sends SVD
+        # factors of whole tensors, FedDBE's output reads h + m (not ALA's head(h)), FedMTL averages nothing
+        "fml --flayer-lr" | "fedkd --flayer-lr" | "fedkd --flayer-mask" | "feddbe --ala" | "fedmtl --flayer-mask")
+            printf '%s\n' "$2" ;;
+        "fedmtl --ala" | "fedmtl --flayer-agg") echo "nothing to mix" ;;
         # PFLlib's personalized methods: FedCAC and FedAS build the starting model themselves, FedCAC's server
         # reads whole uploads, PFL-DA sends only its global head (a block the mask sends whole), ALA learns its
         # weights on all classes where a FedGC client classifies among its own
@@ -71,6 +76,7 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fedavg-c fedprox-c perfedavg fedphp
     fedfomo apple partialfed
     fedcp gpfl fedrod fedbabu lgfedavg apfl
+    fml fedkd feddbe fedmtl fedbn
     fedcac fedas pfl-da fedgc)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
