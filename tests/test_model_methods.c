@@ -246,7 +246,7 @@ static void test_apfl_alpha(void) {
           "the alpha step does not use that gradient");
 
     /* a round of APFL: the uploaded w trains as FedAvg's does, v and alpha move */
-    cfg.algo.apfl_alpha = 0.5f;
+    cfg.algo.apfl_alpha = 0.5f, cfg.algo.reading = "paper";
     pfl_fl_destroy(&f.fl);
     tiny_fed_start(&f, &pfl_algo_apfl, &cfg);
     float *initial = tiny_floats(P), *personal = tiny_floats(P);
@@ -268,6 +268,82 @@ static void test_apfl_alpha(void) {
     tiny_fed_free(&f);
 }
 
+/* PFLlib's alpha step by hand: v = (1, 2), w = (0, 1), grad_v = (0.5, -1), grad_w = (1, 1), alpha 0.5:
+ * <v - w, 0.5 grad_v + 0.5 grad_w> = 0.75 + 0 = 0.75, + 0.02 x 0.5 = 0.76; alpha 0.5 - 0.1 x 0.76 = 0.424. */
+static void test_apfl_alpha_pfllib(void) {
+    const float v[2] = {1.0f, 2.0f}, w[2] = {0.0f, 1.0f}, gv[2] = {0.5f, -1.0f}, gw[2] = {1.0f, 1.0f};
+    const float a = pfl_apfl_alpha_step_pfllib(0.5f, v, w, gv, gw, 2, 0.1f);
+    CHECK(check_close(a, 0.424, 1e-7), "pfllib alpha step %g, by hand 0.424", a);
+    const float big[2] = {-10.0f, -10.0f};
+    CHECK(pfl_apfl_alpha_step_pfllib(0.5f, v, w, big, big, 2, 0.1f) == 1.0f, "pfllib alpha not clipped at 1");
+    CHECK(pfl_apfl_alpha_step_pfllib(0.0f, v, w, gv, w, 2, 0.1f) == 0.0f, "pfllib alpha not clipped at 0");
+}
+
+/* One batch of each reading on a client with one batch (4 samples, --batch 4), v, w = the global model and
+ * alpha 0.4 set here, against the steps redone by hand:
+ *   paper:  w' = w - lr g(w), v' = v - lr alpha g(v_bar), alpha' = alpha - lr <v - w, g(v_bar)>, v_bar = alpha
+ *           v + (1 - alpha) w; scored: alpha' v' + (1 - alpha') w_global;
+ *   pfllib: w' = w - lr g(w), v' = v - lr g(v), alpha' = alpha - lr (<v' - w', alpha g(v) + (1 - alpha) g(w)> +
+ *           0.02 alpha), then v'' = alpha' v' + (1 - alpha') w', which is scored. */
+static void test_apfl_batch(const char *reading) {
+    const bool paper = !strcmp(reading, "paper");
+    pfl_config cfg = tiny_config(1);
+    cfg.algo.apfl_alpha = 0.4f, cfg.algo.reading = reading, cfg.lr = 0.1f;
+    const int n_train[1] = {4}, n_test[1] = {2};
+    tiny_fed f;
+    tiny_fed_init(&f, &pfl_algo_apfl, cfg, n_train, n_test);
+    pfl_fl *fl = &f.fl;
+    const size_t P = f.m.num_params, V = pfl_model_vector_len(&f.m);
+    pfl_rng r = tiny_rng(21);
+    float *v = pfl_client_model(fl, 0), *v0 = tiny_floats(V), *w0 = tiny_floats(V), *mix = tiny_floats(V);
+    tiny_fill(v, P, -0.3, 0.3, &r);
+    tiny_fill(fl->global, P, -0.3, 0.3, &r);
+    memcpy(v0, v, V * sizeof(float)), memcpy(w0, fl->global, V * sizeof(float));
+    const double a = 0.4, lr = 0.1;
+    float *gw = tiny_floats(P), *gv = tiny_floats(P);
+    tiny_batch tb = tiny_batch_of(&f.m, fl->data, f.part.clients[0].train, 4);
+    pfl_forward_loss(tb.ws, w0, tb.x, tb.y, 4, true, NULL);
+    pfl_backward(tb.ws, w0, tb.y, gw);
+    pfl_apfl_mix(mix, v0, w0, (float)a, V);
+    pfl_forward_loss(tb.ws, paper ? mix : v0, tb.x, tb.y, 4, true, NULL);
+    pfl_backward(tb.ws, paper ? mix : v0, tb.y, gv);
+    tiny_batch_free(&tb);
+    double *w1 = calloc(P, sizeof(double)), *v1 = calloc(P, sizeof(double)), dot = 0.0;
+    for (size_t j = 0; j < P; j++) {
+        w1[j] = w0[j] - lr * gw[j];
+        v1[j] = v0[j] - lr * (paper ? a : 1.0) * gv[j];
+        dot += paper ? ((double)v0[j] - w0[j]) * gv[j] : (v1[j] - w1[j]) * (a * gv[j] + (1 - a) * gw[j]);
+    }
+    double a1 = a - lr * (dot + (paper ? 0.0 : 0.02 * a));
+    a1 = a1 < 0 ? 0 : a1 > 1 ? 1 : a1;
+    float *model = fl->workers[0].model;
+    pfl_algo_apfl.local_init(fl, 0, model);
+    pfl_train_stats st = {0};
+    pfl_algo_apfl.local_train(fl, 0, &fl->workers[0], model, &st);
+    size_t w_off = 0, v_off = 0, s_off = 0;
+    for (size_t j = 0; j < P; j++) {
+        w_off += !check_close(model[j], w1[j], 1e-6);
+        const double v_want = paper ? v1[j] : a1 * v1[j] + (1 - a1) * w1[j];
+        v_off += !check_close(v[j], v_want, 1e-6);
+    }
+    float *scratch = tiny_floats(V);
+    const float *scored = pfl_algo_apfl.personal_model(fl, 0, scratch);
+    for (size_t j = 0; j < P; j++) {
+        const double want = paper ? a1 * v1[j] + (1 - a1) * w0[j] : a1 * v1[j] + (1 - a1) * w1[j];
+        s_off += !check_close(scored[j], want, 1e-5);
+    }
+    printf("apfl --reading %s: alpha 0.4 -> %.6f (by hand %.6f); w %zu, v %zu, scored %zu elements off\n", reading,
+           pfl_apfl_alpha(fl, 0), a1, w_off, v_off, s_off);
+    CHECK(st.samples == 4, "--reading %s: one batch of 4 (%ld samples)", reading, st.samples);
+    CHECK(check_close(pfl_apfl_alpha(fl, 0), a1, 1e-6) && a1 != a, "--reading %s: alpha %.7f, by hand %.7f", reading,
+          pfl_apfl_alpha(fl, 0), a1);
+    CHECK(w_off == 0, "--reading %s: w' = w - lr g(w): %zu elements off", reading, w_off);
+    CHECK(v_off == 0, "--reading %s: v: %zu elements off", reading, v_off);
+    CHECK(s_off == 0, "--reading %s: the scored model: %zu elements off", reading, s_off);
+    free(v0), free(w0), free(mix), free(gw), free(gv), free(w1), free(v1), free(scratch);
+    tiny_fed_free(&f);
+}
+
 int main(void) {
     test_balanced_softmax();
     test_fedrod_head_step();
@@ -275,5 +351,8 @@ int main(void) {
     test_fedbabu();
     test_lgfedavg();
     test_apfl_alpha();
+    test_apfl_alpha_pfllib();
+    test_apfl_batch("paper");
+    test_apfl_batch("pfllib");
     TEST_MAIN_END();
 }

@@ -222,7 +222,7 @@ static void test_perfedavg_meta_step_by_hand(bool hf, float beta) {
     const int aa[3] = {0, 0, 0};
     tiny_fed f;
     pfl_config cfg = linear_config();
-    cfg.batch = 1, cfg.algo.perfedavg_hf = hf, cfg.algo.perfedavg_beta = beta;
+    cfg.batch = 1, cfg.algo.perfedavg_hf = hf, cfg.algo.perfedavg_beta = beta, cfg.algo.reading = "paper";
     linear_fed(&f, &pfl_algo_perfedavg, cfg, aa, hf ? 3 : 2);
     pfl_fl *fl = &f.fl;
     pfl_worker *w = &fl->workers[0];
@@ -243,13 +243,42 @@ static void test_perfedavg_meta_step_by_hand(bool hf, float beta) {
     tiny_fed_free(&f);
 }
 
+/* --reading pfllib: PFLlib's server calls each client's train() twice a round, so a round of --epochs 1 is
+ * bit for bit a paper round of --epochs 2 (the same streams), and not one of --epochs 1. */
+static void test_perfedavg_trains_twice(void) {
+    const int ab[4] = {0, 1, 1, 0};
+    float trained[3][6];
+    const char *reading[3] = {"pfllib", "paper", "paper"};
+    const int epochs[3] = {1, 2, 1};
+    long samples[3];
+    for (int k = 0; k < 3; k++) {
+        tiny_fed f;
+        pfl_config cfg = linear_config();
+        cfg.batch = 1, cfg.epochs = epochs[k], cfg.algo.reading = reading[k];
+        linear_fed(&f, &pfl_algo_perfedavg, cfg, ab, 4);
+        pfl_fl *fl = &f.fl;
+        pfl_worker *w = &fl->workers[0];
+        fl->round = 1;
+        pfl_train_stats st = {0};
+        pfl_default_local_init(fl, 0, w->model);
+        fl->algo->local_train(fl, 0, w, w->model, &st);
+        memcpy(trained[k], w->model, sizeof trained[k]);
+        samples[k] = st.samples;
+        tiny_fed_free(&f);
+    }
+    CHECK(memcmp(trained[0], trained[1], sizeof trained[0]) == 0 && samples[0] == samples[1],
+          "pfllib, --epochs 1 is not paper --epochs 2 (%ld, %ld samples)", samples[0], samples[1]);
+    CHECK(memcmp(trained[0], trained[2], sizeof trained[0]) != 0 && samples[0] == 2 * samples[2],
+          "pfllib trains no more than paper --epochs 1 (%ld, %ld samples)", samples[0], samples[2]);
+}
+
 /* ---- FedPHP ---- */
 
 static void test_fedphp_moving_average(void) {
     const int n_train[1] = {4}, n_test[1] = {2};
     tiny_fed f;
     pfl_config cfg = linear_config();
-    cfg.rounds = 10;
+    cfg.rounds = 10, cfg.algo.reading = "paper";
     tiny_fed_init(&f, &pfl_algo_fedphp, cfg, n_train, n_test);
     pfl_fl *fl = &f.fl;
     const size_t V = pfl_model_vector_len(&f.m);
@@ -288,6 +317,32 @@ static void test_fedphp_moving_average(void) {
     tiny_fed_free(&f);
 }
 
+/* --reading pfllib (PFLlib's clientphp.py as FedALA ran it): with the global model G = 1 and the client's last
+ * trained model S = 3, 10 rounds, mu 0.9: in round 3 it trains from (1 - 0.18) G + 0.18 S = 1.36 (mu (3 - 1) /
+ * 10), is scored after round 3 on 0.73 G + 0.27 S = 1.54 (the mix for round 4), and keeps what it trained. */
+static void test_fedphp_pfllib_mix(void) {
+    const int n_train[1] = {4}, n_test[1] = {2};
+    tiny_fed f;
+    pfl_config cfg = linear_config();
+    cfg.rounds = 10, cfg.algo.reading = "pfllib";
+    tiny_fed_init(&f, &pfl_algo_fedphp, cfg, n_train, n_test);
+    pfl_fl *fl = &f.fl;
+    const size_t V = pfl_model_vector_len(&f.m);
+    float *S = pfl_client_model(fl, 0), *start = tiny_floats(V), *trained = tiny_floats(V);
+    for (size_t i = 0; i < V; i++) S[i] = 3.0f, fl->global[i] = 1.0f, trained[i] = 5.0f;
+    fl->round = 3;
+    fl->algo->local_init(fl, 0, start);
+    CHECK(fabs(start[0] - 1.36) < 1e-6 && fabs(start[V - 1] - 1.36) < 1e-6, "round 3 starts from %g, want 1.36",
+          (double)start[0]);
+    const float *scored = fl->algo->personal_model(fl, 0, start);
+    CHECK(fabs(scored[0] - 1.54) < 1e-6 && fabs(scored[V / 2] - 1.54) < 1e-6, "scored after round 3: %g, want 1.54",
+          (double)scored[0]);
+    fl->algo->finish(fl, 0, trained, S);
+    CHECK(S[0] == 5.0f && S[V - 1] == 5.0f, "pfllib: the client keeps its trained model (%g, want 5)", (double)S[0]);
+    free(start), free(trained);
+    tiny_fed_free(&f);
+}
+
 /* The loss of FedPHP's training on one batch, for finite differences:
  * (1 - lambda) CE(theta) + lambda MMD(z(theta), z_hpm). */
 typedef struct {
@@ -312,11 +367,13 @@ static double feature_loss(void *p) {
  * z_hpm) from the global model, z_hpm the features of the inherited model in
  * evaluation mode: composed here from the pieces checked by hand and by
  * differences below (pfl_mmd_rbf, pfl_backward_features). */
-static void test_fedphp_training_step(void) {
+static void test_fedphp_training_step(const char *reading) {
     const int n_train[1] = {4}, n_test[1] = {2};
+    const bool paper = !strcmp(reading, "paper");
     tiny_fed f;
     pfl_config cfg = tiny_config(1);
-    cfg.lr = 0.1f, cfg.batch = 4, cfg.algo.php_mu = 0.9f, cfg.algo.php_lambda = 0.5f;
+    cfg.lr = 0.1f, cfg.batch = 4, cfg.algo.php_mu = 0.9f, cfg.algo.php_lambda = 0.5f, cfg.rounds = 10;
+    cfg.algo.reading = reading;
     tiny_fed_init(&f, &pfl_algo_fedphp, cfg, n_train, n_test);
     pfl_fl *fl = &f.fl;
     const size_t P = f.m.num_params;
@@ -334,29 +391,35 @@ static void test_fedphp_training_step(void) {
     CHECK(n == 100, "dnn: %ld features enter its last layer, want 100", n);
     float *z_ref = tiny_floats(4 * (size_t)n), *dz = tiny_floats(4 * (size_t)n), *theta = tiny_floats(P);
     float *g = tiny_floats(P), *g_ce = tiny_floats(P);
-    pfl_forward(ws, hpm, x, 4, false, NULL);
+    /* the teacher: paper the inherited model in evaluation mode; pfllib the global model in training mode */
+    pfl_forward(ws, paper ? hpm : fl->global, x, 4, !paper, NULL);
     memcpy(z_ref, pfl_workspace_layer_input(ws, layer), sizeof(float) * 4 * (size_t)n);
-    memcpy(theta, fl->global, P * sizeof(float));
+    /* the start: paper the global model; pfllib in round 3 0.82 G + 0.18 S */
+    for (size_t i = 0; i < P; i++) theta[i] = paper ? fl->global[i] : 0.82f * fl->global[i] + 0.18f * hpm[i];
     const double ce = pfl_forward_loss(ws, theta, x, y, 4, true, NULL);
     const double mmd = pfl_mmd_rbf(pfl_workspace_layer_input(ws, layer), z_ref, 4, n, dz);
     for (long k = 0; k < 4 * n; k++) dz[k] *= 0.5f;
     pfl_backward_features(ws, theta, y, g, 0, 0.5f, layer, dz);
     pfl_backward(ws, theta, y, g_ce);
     /* one epoch of one batch through the hooks */
-    fl->round = 1;
+    fl->round = 3;
     pfl_worker *w = &fl->workers[0];
     pfl_train_stats st = {0};
     fl->algo->local_init(fl, 0, w->model);
-    CHECK(memcmp(w->model, fl->global, P * sizeof(float)) == 0, "fedphp does not start from the global model");
+    double start_off = 0.0;
+    for (size_t i = 0; i < P; i++) start_off = fmax(start_off, fabs(w->model[i] - theta[i]));
+    CHECK(start_off < 1e-6, "--reading %s: fedphp starts %g off its start", reading, start_off);
+    memcpy(w->model, theta, P * sizeof(float)); /* the hand's start, bit for bit */
     fl->algo->local_train(fl, 0, w, w->model, &st);
     double off = 0.0, mmd_part = 0.0;
     for (size_t i = 0; i < P; i++) {
         off = fmax(off, fabs(w->model[i] - (theta[i] - 0.1 * g[i])));
         mmd_part = fmax(mmd_part, fabs(g[i] - 0.5 * g_ce[i]));
     }
-    CHECK(off < 1e-6, "fedphp's step is off by %g from theta - lr x the gradient of its loss", off);
+    CHECK(off < 1e-6, "--reading %s: fedphp's step is off by %g from theta - lr x the gradient of its loss", reading,
+          off);
     CHECK(mmd_part > 1e-3, "the MMD term moves the gradient by only %g: the check proves little", mmd_part);
-    CHECK(mmd > 1e-3, "MMD toward the inherited model %g: the models' features do not differ", mmd);
+    CHECK(mmd > 1e-3, "MMD toward the teacher %g: the models' features do not differ", mmd);
     CHECK(fabs(st.loss_sum / 4.0 - (0.5 * ce + 0.5 * mmd)) < 1e-5,
           "reported loss %g, want (1 - lambda) CE + lambda MMD = %g", st.loss_sum / 4.0, 0.5 * ce + 0.5 * mmd);
     pfl_workspace_free(ws);
@@ -561,7 +624,10 @@ int main(void) {
     test_perfedavg_meta_step_by_hand(false, 0.05f);
     test_perfedavg_meta_step_by_hand(true, 0.0f);
     test_fedphp_moving_average();
-    test_fedphp_training_step();
+    test_perfedavg_trains_twice();
+    test_fedphp_pfllib_mix();
+    test_fedphp_training_step("paper");
+    test_fedphp_training_step("pfllib");
     test_mmd();
     test_feature_gradient();
     test_ala_applies(&pfl_algo_perfedavg);
