@@ -158,10 +158,21 @@ static void test_fedbabu(void) {
     const float *personal = pfl_algo_fedbabu.personal_model(fl, 1, scratch);
     CHECK(tiny_count_diff(personal, fl->global, head, P - head) > 0, "fine-tuning did not move the head");
     CHECK(tiny_count_diff(personal, fl->global, 0, head) > 0, "fine-tuning did not move the body");
-    /* the fine-tuned model is the same each time it is built (the digest rebuilds it) */
+    /* the fine-tuned model is the same each time it is asked for (the digest asks again): the last round's
+     * kept, and built afresh with --fine-tune-at every where the round is not the last */
     float *again = tiny_floats(P);
     memcpy(again, personal, P * sizeof(float));
     CHECK(tiny_same(pfl_algo_fedbabu.personal_model(fl, 1, scratch), again, 0, P), "fine-tuning is not repeatable");
+    fl->cfg.rounds = 3, fl->cfg.algo.fine_tune_at = "every";
+    CHECK(tiny_same(pfl_algo_fedbabu.personal_model(fl, 1, scratch), again, 0, P),
+          "the kept fine-tuned model is not the one fine-tuning builds");
+    /* --fine-tune-at last (the default): before the last round a client is scored on the model it holds */
+    fl->round = 1;
+    CHECK(!tiny_same(pfl_algo_fedbabu.personal_model(fl, 1, scratch), fl->global, 0, P),
+          "--fine-tune-at every: round 1 is not fine-tuned");
+    fl->cfg.algo.fine_tune_at = "last";
+    CHECK(tiny_same(pfl_algo_fedbabu.personal_model(fl, 1, scratch), fl->global, 0, P),
+          "--fine-tune-at last: round 1 scores a fine-tuned model");
     free(initial), free(model), free(scratch), free(again);
     tiny_fed_free(&f);
 }

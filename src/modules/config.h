@@ -64,6 +64,7 @@ typedef struct {
     bool tsdp_noise_singletons; /* each DBSCAN noise client a cluster alone (default: a run's noise one group) */
     /* methods that change the model: FedBABU, APFL, FedCP, GPFL */
     int fine_tune_epochs;   /* fedbabu: whole-model fine-tuning epochs of the personalized model */
+    const char *fine_tune_at; /* fedbabu: "last" (NULL: after the last round) | "every" (at every evaluation) */
     float apfl_alpha;       /* apfl: initial mixing weight of the local model */
     float fedcp_lambda;     /* fedcp: weight of the MMD between the trained and the received features */
     float gpfl_lambda;      /* gpfl: weight of the magnitude-level guidance ||f_G - e_y|| */
