@@ -290,6 +290,7 @@ static void test_personal_bn_is_own(pfl_bn_mode mode) {
         cfg.algo.layer_unit = tiny.algo.layer_unit, cfg.algo.cfr_layers = 1, cfg.algo.groups = 1;
         cfg.algo.tsdp_public = PUB, cfg.algo.tsdp_public_batch = 4, cfg.algo.fine_tune_epochs = 1;
         cfg.algo.pf_fm = 1, cfg.algo.pf_fs = 1, cfg.algo.reading = reading;
+        cfg.algo.fine_tune_at = "every"; /* FedBABU fine-tunes when asked, not from the last round's kept models */
         if (pfl_fl_create(&f.fl, &cfg, &f.m, &f.d, &f.part, algo)) {
             printf("%s --bn %s: refused (%s)\n", algo->name, mode_name(mode), pfl_errmsg());
             CHECK(algo == &pfl_algo_pfedme || algo == &pfl_algo_cfl || algo == &pfl_algo_fedalp,
@@ -302,6 +303,7 @@ static void test_personal_bn_is_own(pfl_bn_mode mode) {
         }
         pfl_fl *fl = &f.fl;
         CHECK(pfl_fl_run(fl, NULL, NULL) == 0, "%s --bn %s runs: %s", algo->name, mode_name(mode), pfl_errmsg());
+        fl->cfg.rounds++; /* the models as a round before the last has them (FedBABU keeps its last round's) */
         const pfl_model *m = fl->model;
         const size_t V = pfl_model_vector_len(m);
         const pfl_layer *bn = &m->layers[1];

@@ -79,6 +79,41 @@ static void test_fedrod_head_step(void) {
           "head step with generic logits: b %g %g W %g", head2[2], head2[3], head2[0]);
 }
 
+/* FedRoD's generic model trains on the balanced softmax: client 0's 4
+ * samples have labels 0, 1, 2, 0 (counts 2, 1, 1), so its local step is the
+ * step of the cross-entropy on the logits + (ln 2, 0, 0), built here from the
+ * step's parts with those offsets, and not plain FedAvg's step. */
+static void test_fedrod_balanced_step(void) {
+    pfl_config cfg = tiny_config(1);
+    const int n_train[1] = {4}, n_test[1] = {2};
+    tiny_fed f;
+    tiny_fed_init(&f, &pfl_algo_fedrod, cfg, n_train, n_test);
+    pfl_fl *fl = &f.fl;
+    const size_t V = pfl_model_vector_len(&f.m);
+    int counts[3] = {0};
+    for (int i = 0; i < 4; i++) counts[f.d.labels[f.part.clients[0].train[i]]]++;
+    CHECK(counts[0] == 2 && counts[1] == 1 && counts[2] == 1, "labels: counts %d %d %d", counts[0], counts[1],
+          counts[2]);
+    const float offset[3] = {logf(2.0f), 0.0f, 0.0f};
+    float *rod = tiny_floats(V), *balanced = tiny_floats(V), *plain = tiny_floats(V);
+    memcpy(rod, fl->global, V * sizeof(float)), memcpy(balanced, rod, V * sizeof(float));
+    memcpy(plain, rod, V * sizeof(float));
+    fl->round = 1;
+    pfl_worker *w = &fl->workers[0];
+    pfl_train_stats st = {0};
+    pfl_algo_fedrod.local_train(fl, 0, w, rod, &st);
+    pfl_step s = pfl_step_default(fl);
+    s.ce_offset = offset;
+    pfl_step_run(fl, 0, w, balanced, &s, &st);
+    const pfl_step fedavg = pfl_step_default(fl);
+    pfl_step_run(fl, 0, w, plain, &fedavg, &st);
+    CHECK(tiny_same(rod, balanced, 0, V), "fedrod's generic step is not the balanced softmax's (%zu floats differ)",
+          tiny_count_diff(rod, balanced, 0, V));
+    CHECK(!tiny_same(rod, plain, 0, V), "fedrod's generic step is plain cross-entropy's");
+    free(rod), free(balanced), free(plain);
+    tiny_fed_free(&f);
+}
+
 static void test_fedrod_model(void) {
     pfl_config cfg = tiny_config(2);
     const int n_train[2] = {4, 6}, n_test[2] = {3, 3};
@@ -106,9 +141,11 @@ static void test_fedrod_model(void) {
     const int D = 100, C = 3;
     float head[303];
     for (size_t j = 0; j < out->length; j++) head[j] = personal[out->offset + j] - fl->global[out->offset + j];
-    size_t moved = 0;
-    for (size_t j = 0; j < out->length; j++) moved += head[j] != initial_head[j];
+    size_t moved = 0, held = 0;
+    for (size_t j = 0; j < out->length; j++) moved += head[j] != initial_head[j], held += head[j] != 0.0f;
     CHECK(out->length == 303 && moved > 0, "personal head of client 0 not trained");
+    CHECK(held > out->length / 2, "the personalized output layer is the generic one: %zu of %zu entries hold a head",
+          held, out->length);
     CHECK(tiny_same(personal, fl->global, 0, out->offset), "personalized body is not the global one");
     const int idx[2] = {8, 9};
     tiny_batch tb = tiny_batch_of(fl->model, fl->data, idx, 2);
@@ -358,6 +395,7 @@ static void test_apfl_batch(const char *reading) {
 int main(void) {
     test_balanced_softmax();
     test_fedrod_head_step();
+    test_fedrod_balanced_step();
     test_fedrod_model();
     test_fedbabu();
     test_lgfedavg();

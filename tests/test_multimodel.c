@@ -418,6 +418,39 @@ static void test_partialfed_gate_and_step(void) {
     tiny_fed_free(&f);
 }
 
+/* The turns: of every f_m + f_s batches the first f_m train the model (the step's SGD) and the last f_s the
+ * strategy. A client of exactly f_m = 2 batches (f_s = 1) never reaches a strategy batch: its logits stay 0 and
+ * its model trains as FedAvg's two batches. */
+static void test_partialfed_turns(void) {
+    const int n_train[2] = {8, 8}, n_test[2] = {2, 2};
+    pfl_config cfg = tiny_config(2);
+    cfg.algo.pf_tau = 5.0f, cfg.algo.pf_tau_decay = 0.965f, cfg.algo.pf_fm = 2, cfg.algo.pf_fs = 1,
+    cfg.algo.pf_lr = 1.0f;
+    tiny_fed f;
+    tiny_fed_init(&f, &pfl_algo_partialfed, cfg, n_train, n_test);
+    pfl_fl *fl = &f.fl;
+    const size_t V = pfl_model_vector_len(&f.m);
+    float *a = tiny_floats(V), *b = tiny_floats(V);
+    fl->round = 1;
+    pfl_worker *w = &fl->workers[0];
+    pfl_algo_partialfed.local_init(fl, 0, a);
+    memcpy(b, a, V * sizeof(float));
+    pfl_train_stats st = {0}, st_fedavg = {0};
+    pfl_algo_partialfed.local_train(fl, 0, w, a, &st);
+    const pfl_step fedavg = pfl_step_default(fl);
+    pfl_step_run(fl, 0, w, b, &fedavg, &st_fedavg);
+    const float *z = pfl_partialfed_logits(fl, 0);
+    int moved = 0;
+    for (int l = 0; l < f.m.num_layers; l++) moved += z[2 * l] != 0.0f || z[2 * l + 1] != 0.0f;
+    size_t off = 0;
+    for (size_t i = 0; i < V; i++) off += !check_close(a[i], b[i], 1e-6);
+    CHECK(st.samples == 8 && moved == 0, "f_m = 2 batches of 2: %ld samples, the strategy of %d layers moved",
+          st.samples, moved);
+    CHECK(off == 0 && !tiny_same(a, fl->global, 0, V), "the model batches are not FedAvg's SGD (%zu floats off)", off);
+    free(a), free(b);
+    tiny_fed_free(&f);
+}
+
 int main(void) {
     test_fedfomo_weights();
     test_apple_lambda("paper");
@@ -428,5 +461,6 @@ int main(void) {
     test_apple_upload_and_scored("pfllib");
     test_partialfed_tau();
     test_partialfed_gate_and_step();
+    test_partialfed_turns();
     TEST_MAIN_END();
 }

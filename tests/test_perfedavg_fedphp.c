@@ -179,6 +179,84 @@ static void test_fedavg_c_without_fine_tuning_is_fedavg(void) {
     CHECK(memcmp(ga, gc, 32) != 0 && memcmp(pa, pc, 32) != 0, "fedavg-c --ft-epochs 1: the same models as fedavg");
 }
 
+/* The model scored after round r is fine-tuned with round r + 1's stream, the one round r + 1's training
+ * starts from (a client of two batches: the batch order matters). */
+static void test_fine_tuned_is_next_start(const pfl_algo *algo) {
+    const int n_train[1] = {8}, n_test[1] = {2};
+    pfl_config cfg = tiny_config(1);
+    cfg.algo.ft_epochs = 1, cfg.algo.mu = 0.001f, cfg.rounds = 3;
+    tiny_fed f;
+    tiny_fed_init(&f, algo, cfg, n_train, n_test);
+    pfl_fl *fl = &f.fl;
+    const size_t V = pfl_model_vector_len(&f.m);
+    pfl_worker *w = &fl->workers[0];
+    float *scored = tiny_floats(V), *start = tiny_floats(V), *other = tiny_floats(V);
+    fl->round = 1; /* the evaluation after round 1 */
+    memcpy(scored, fl->algo->personal_model(fl, 0, w->model), V * sizeof(float));
+    fl->round = 0;
+    memcpy(other, fl->algo->personal_model(fl, 0, w->model), V * sizeof(float));
+    fl->round = 2, fl->cfg.epochs = 0;
+    pfl_train_stats st = {0};
+    pfl_default_local_init(fl, 0, start);
+    fl->algo->local_train(fl, 0, w, start, &st);
+    CHECK(tiny_same(scored, start, 0, V), "%s: round 2 does not start from the model scored after round 1",
+          algo->name);
+    CHECK(!tiny_same(scored, other, 0, V), "%s: the streams of rounds 1 and 2 fine-tune alike: the check is blind",
+          algo->name);
+    free(scored), free(start), free(other);
+    tiny_fed_free(&f);
+}
+
+/* FedPHP's teacher under --reading pfllib is the global model run in training mode (PFLlib's model_s, whose
+ * eval() is commented out): on a model with BatchNorm its features are normalized by the batch, not by the
+ * running statistics. FedPHP's step is the step built here from (1 - lambda) CE and lambda MMD toward a
+ * training-mode teacher, and not the one toward an evaluation-mode teacher. */
+static double mmd_value(void *ctx, const pfl_term_batch *b, float *dz, int *correct) {
+    (void)ctx, (void)correct;
+    return pfl_mmd_rbf(b->z, b->refs[0], b->B, b->n, dz);
+}
+
+static void test_fedphp_teacher_mode(void) {
+    tiny_fed f;
+    memset(&f, 0, sizeof f);
+    if (pfl_model_begin(&f.m, "bn-tiny", 3, 6, 6, 3) || pfl_model_conv(&f.m, "conv1", 4, 3, 1, 1, false) ||
+        pfl_model_batchnorm(&f.m, "bn1") || pfl_model_relu(&f.m) || pfl_model_avgpool(&f.m) ||
+        pfl_model_linear(&f.m, "fc", 3) || pfl_model_finish(&f.m))
+        exit(2);
+    const int n_train[1] = {8}, n_test[1] = {2};
+    f.d = tiny_dataset(10, 3, 6, 6, 3, 5);
+    f.part = tiny_partition(1, n_train, n_test);
+    pfl_config cfg = tiny_config(1);
+    cfg.rounds = 10, cfg.algo.php_mu = 0.9f, cfg.algo.php_lambda = 0.5f, cfg.algo.reading = "pfllib";
+    tiny_fed_start(&f, &pfl_algo_fedphp, &cfg);
+    pfl_fl *fl = &f.fl;
+    const size_t V = pfl_model_vector_len(&f.m);
+    pfl_rng r = tiny_rng(17);
+    tiny_fill(pfl_client_model(fl, 0), f.m.num_params, -0.5, 0.5, &r);
+    fl->round = 3;
+    pfl_worker *w = &fl->workers[0];
+    float *php = tiny_floats(V), *train_mode = tiny_floats(V), *eval_mode = tiny_floats(V);
+    fl->algo->local_init(fl, 0, php);
+    memcpy(train_mode, php, V * sizeof(float)), memcpy(eval_mode, php, V * sizeof(float));
+    pfl_train_stats st = {0};
+    fl->algo->local_train(fl, 0, w, php, &st);
+    float *teacher = tiny_floats(V);
+    memcpy(teacher, fl->global, V * sizeof(float));
+    for (int k = 0; k < 2; k++) {
+        pfl_step s = pfl_step_default(fl);
+        s.ce_weight = 0.5;
+        const pfl_loss_term mmd = {.name = "the test's MMD", .at = 2, .weight = 0.5f, .refs = {teacher},
+                                   .num_refs = 1, .refs_train = k == 0, .value = mmd_value};
+        pfl_step_add_term(&s, &mmd);
+        pfl_step_run(fl, 0, w, k == 0 ? train_mode : eval_mode, &s, &st);
+    }
+    CHECK(tiny_same(php, train_mode, 0, V), "fedphp's teacher is not the global model in training mode (%zu floats)",
+          tiny_count_diff(php, train_mode, 0, V));
+    CHECK(!tiny_same(php, eval_mode, 0, V), "a teacher in evaluation mode trains alike: the check is blind");
+    free(php), free(train_mode), free(eval_mode), free(teacher);
+    tiny_fed_free(&f);
+}
+
 /* ---- Per-FedAvg ---- */
 
 static void test_perfedavg_personalized_by_hand(void) {
@@ -625,6 +703,9 @@ int main(void) {
     test_perfedavg_meta_step_by_hand(true, 0.0f);
     test_fedphp_moving_average();
     test_perfedavg_trains_twice();
+    test_fine_tuned_is_next_start(&pfl_algo_fedavg_c);
+    test_fine_tuned_is_next_start(&pfl_algo_fedprox_c);
+    test_fedphp_teacher_mode();
     test_fedphp_pfllib_mix();
     test_fedphp_training_step("paper");
     test_fedphp_training_step("pfllib");
