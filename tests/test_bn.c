@@ -26,12 +26,7 @@ static const int n_train[2] = {6, 10}, n_test[2] = {3, 3};
 
 static void bn_fed_start(bn_fed *f, const pfl_algo *algo, pfl_bn_mode mode) {
     memset(f, 0, sizeof *f);
-    if (pfl_model_begin(&f->m, "bn-tiny", 3, 6, 6, 3) || pfl_model_conv(&f->m, "conv1", 4, 3, 1, 1, false) ||
-        pfl_model_batchnorm(&f->m, "bn1") || pfl_model_relu(&f->m) || pfl_model_avgpool(&f->m) ||
-        pfl_model_linear(&f->m, "fc", 3) || pfl_model_finish(&f->m)) {
-        fprintf(stderr, "model: %s\n", pfl_errmsg());
-        exit(2);
-    }
+    tiny_bn_model(&f->m, 3, 6, 6);
     f->d = tiny_dataset(n_train[0] + n_test[0] + n_train[1] + n_test[1], 3, 6, 6, 3, 5);
     f->part = tiny_partition(2, n_train, n_test);
     pfl_config cfg = tiny_config(2);
@@ -156,10 +151,7 @@ static void test_refusals(void) {
     for (size_t i = 0; i < sizeof refuse / sizeof refuse[0]; i++) {
         bn_fed f;
         memset(&f, 0, sizeof f);
-        if (pfl_model_begin(&f.m, "bn-tiny", 3, 6, 6, 3) || pfl_model_conv(&f.m, "conv1", 4, 3, 1, 1, false) ||
-            pfl_model_batchnorm(&f.m, "bn1") || pfl_model_relu(&f.m) || pfl_model_avgpool(&f.m) ||
-            pfl_model_linear(&f.m, "fc", 3) || pfl_model_finish(&f.m))
-            exit(2);
+        tiny_bn_model(&f.m, 3, 6, 6);
         f.d = tiny_dataset(22, 3, 6, 6, 3, 5);
         f.part = tiny_partition(2, n_train, n_test);
         pfl_config cfg = tiny_config(2);
@@ -208,10 +200,7 @@ static void test_fedbn_round(void) {
 static void test_fedtsdp(pfl_bn_mode mode) {
     bn_fed f;
     memset(&f, 0, sizeof f);
-    if (pfl_model_begin(&f.m, "bn-tiny", 3, 6, 6, 3) || pfl_model_conv(&f.m, "conv1", 4, 3, 1, 1, false) ||
-        pfl_model_batchnorm(&f.m, "bn1") || pfl_model_relu(&f.m) || pfl_model_avgpool(&f.m) ||
-        pfl_model_linear(&f.m, "fc", 3) || pfl_model_finish(&f.m))
-        exit(2);
+    tiny_bn_model(&f.m, 3, 6, 6);
     enum { PUB = 8 };
     f.d = tiny_dataset(22 + PUB, 3, 6, 6, 3, 5); /* the last 8 samples: the server's public set */
     f.part = tiny_partition(2, n_train, n_test);
@@ -272,10 +261,7 @@ static void test_personal_bn_is_own(pfl_bn_mode mode) {
         methods += run % 2 == 0;
         bn_fed f;
         memset(&f, 0, sizeof f);
-        if (pfl_model_begin(&f.m, "bn-tiny", 3, 6, 6, 3) || pfl_model_conv(&f.m, "conv1", 4, 3, 1, 1, false) ||
-            pfl_model_batchnorm(&f.m, "bn1") || pfl_model_relu(&f.m) || pfl_model_avgpool(&f.m) ||
-            pfl_model_linear(&f.m, "fc", 3) || pfl_model_finish(&f.m))
-            exit(2);
+        tiny_bn_model(&f.m, 3, 6, 6);
         f.d = tiny_dataset(22 + PUB, 3, 6, 6, 3, 5); /* FedTSDP's public set: the last 8 */
         f.part = tiny_partition(2, n_train, n_test);
         pfl_run_options o;

@@ -133,6 +133,18 @@ static void test_apple_lambda(const char *reading) {
     tiny_fed_free(&f);
 }
 
+/* Three different cores on APPLE's server, as uploads (parameters uniform in +-0.3 from `seed`); free each. */
+static void apple_three_cores(pfl_fl *fl, float *cores[3], uint64_t seed) {
+    const size_t P = fl->model->num_params, V = pfl_model_vector_len(fl->model);
+    pfl_rng r = tiny_rng(seed);
+    for (int j = 0; j < 3; j++) {
+        cores[j] = tiny_floats(V);
+        tiny_fill(cores[j], P, -0.3, 0.3, &r);
+    }
+    const int clients[3] = {0, 1, 2};
+    pfl_algo_apple.aggregate(fl, clients, 3, cores);
+}
+
 static void test_apple_step(void) {
     enum { N = 3 };
     const int n_train[N] = {4, 8, 12}, n_test[N] = {2, 2, 2};
@@ -147,15 +159,8 @@ static void test_apple_step(void) {
     const float *p_start = pfl_apple_dr(fl, 1);
     CHECK(check_close(p_start[0], 1.0 / 6, 1e-7) && check_close(p_start[2], 0.5, 1e-7), "p0 = (%g, %g, %g)",
           p_start[0], p_start[1], p_start[2]);
-    /* three different cores on the server */
     float *cores[N];
-    pfl_rng r = tiny_rng(5);
-    for (int j = 0; j < N; j++) {
-        cores[j] = tiny_floats(V);
-        tiny_fill(cores[j], P, -0.3, 0.3, &r);
-    }
-    const int clients[N] = {0, 1, 2};
-    pfl_algo_apple.aggregate(fl, clients, N, cores);
+    apple_three_cores(fl, cores, 5);
     /* client 1 trains with p = (0.2, 0.5, 0.3) and its core c_1 */
     const int me = 1;
     float p[N] = {0.2f, 0.5f, 0.3f}, *core = tiny_floats(V), *model = tiny_floats(V), *w = tiny_floats(V);
@@ -225,13 +230,8 @@ static void test_apple_step_pfllib(void) {
     CHECK(p_start[0] == 1.0f / 3 && p_start[1] == 1.0f / 3 && p_start[2] == 1.0f / 3, "p starts at 1/N: (%g, %g, %g)",
           p_start[0], p_start[1], p_start[2]);
     float *cores[N];
-    pfl_rng r = tiny_rng(5);
-    for (int j = 0; j < N; j++) {
-        cores[j] = tiny_floats(V);
-        tiny_fill(cores[j], P, -0.3, 0.3, &r);
-    }
-    const int clients[N] = {0, 1, 2};
-    pfl_algo_apple.aggregate(fl, clients, N, cores);
+    apple_three_cores(fl, cores, 5);
+    pfl_rng r = tiny_rng(15);
     const int me = 1;
     float p[N] = {0.2f, 0.5f, 0.3f}, *core = tiny_floats(V), *model = tiny_floats(V), *w = tiny_floats(V);
     float *g = tiny_floats(P), *core_want = tiny_floats(P);
@@ -291,13 +291,7 @@ static void test_apple_upload_and_scored(const char *reading) {
     const size_t P = f.m.num_params, V = pfl_model_vector_len(&f.m);
     const bool paper = !strcmp(reading, "paper");
     float *cores[N];
-    pfl_rng r = tiny_rng(6);
-    for (int j = 0; j < N; j++) {
-        cores[j] = tiny_floats(V);
-        tiny_fill(cores[j], P, -0.3, 0.3, &r);
-    }
-    const int clients[N] = {0, 1, 2};
-    pfl_algo_apple.aggregate(fl, clients, N, cores);
+    apple_three_cores(fl, cores, 6);
     /* client 0 has one batch (4 samples, --batch 4) */
     const int me = 0;
     pfl_worker *wk = &fl->workers[0];

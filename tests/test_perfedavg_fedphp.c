@@ -219,10 +219,7 @@ static double mmd_value(void *ctx, const pfl_term_batch *b, float *dz, int *corr
 static void test_fedphp_teacher_mode(void) {
     tiny_fed f;
     memset(&f, 0, sizeof f);
-    if (pfl_model_begin(&f.m, "bn-tiny", 3, 6, 6, 3) || pfl_model_conv(&f.m, "conv1", 4, 3, 1, 1, false) ||
-        pfl_model_batchnorm(&f.m, "bn1") || pfl_model_relu(&f.m) || pfl_model_avgpool(&f.m) ||
-        pfl_model_linear(&f.m, "fc", 3) || pfl_model_finish(&f.m))
-        exit(2);
+    tiny_bn_model(&f.m, 3, 6, 6);
     const int n_train[1] = {8}, n_test[1] = {2};
     f.d = tiny_dataset(10, 3, 6, 6, 3, 5);
     f.part = tiny_partition(1, n_train, n_test);
@@ -296,18 +293,27 @@ static void meta_gradient(double g[6]) {
     memcpy(g, gw, sizeof gw);
 }
 
-static void test_perfedavg_meta_step_by_hand(bool hf, float beta) {
-    const int aa[3] = {0, 0, 0};
+/* Per-FedAvg's round 1 on the linear federation of `which`: the trained meta-model into out, its statistics
+ * into *st. */
+static void perfedavg_round(pfl_config cfg, const int *which, int n, float out[6], pfl_train_stats *st) {
     tiny_fed f;
-    pfl_config cfg = linear_config();
-    cfg.batch = 1, cfg.algo.perfedavg_hf = hf, cfg.algo.perfedavg_beta = beta, cfg.algo.reading = "paper";
-    linear_fed(&f, &pfl_algo_perfedavg, cfg, aa, hf ? 3 : 2);
+    linear_fed(&f, &pfl_algo_perfedavg, cfg, which, n);
     pfl_fl *fl = &f.fl;
     pfl_worker *w = &fl->workers[0];
     fl->round = 1;
-    pfl_train_stats st = {0};
     pfl_default_local_init(fl, 0, w->model);
-    fl->algo->local_train(fl, 0, w, w->model, &st);
+    fl->algo->local_train(fl, 0, w, w->model, st);
+    memcpy(out, w->model, 6 * sizeof(float));
+    tiny_fed_free(&f);
+}
+
+static void test_perfedavg_meta_step_by_hand(bool hf, float beta) {
+    const int aa[3] = {0, 0, 0};
+    pfl_config cfg = linear_config();
+    cfg.batch = 1, cfg.algo.perfedavg_hf = hf, cfg.algo.perfedavg_beta = beta, cfg.algo.reading = "paper";
+    pfl_train_stats st = {0};
+    float model[6];
+    perfedavg_round(cfg, aa, hf ? 3 : 2, model, &st);
     double g[6], want[6];
     meta_gradient(g);
     /* FO: w = -beta g(w'); HF: -beta (g - alpha H g) with H g = 1.5 g at W = 0 */
@@ -316,9 +322,8 @@ static void test_perfedavg_meta_step_by_hand(bool hf, float beta) {
     char what[64];
     snprintf(what, sizeof what, "per-fedavg %s step, beta %g", hf ? "HF" : "FO", b);
     /* HF: the central difference of float gradients, delta 1e-3 */
-    check_linear(what, w->model, want, hf ? 2e-6 : 1e-7);
+    check_linear(what, model, want, hf ? 2e-6 : 1e-7);
     CHECK(st.samples == 2 && st.last_epoch_samples == 2, "%s: %ld samples counted, want D and D'", what, st.samples);
-    tiny_fed_free(&f);
 }
 
 /* --reading pfllib: PFLlib's server calls each client's train() twice a round, so a round of --epochs 1 is
@@ -330,19 +335,11 @@ static void test_perfedavg_trains_twice(void) {
     const int epochs[3] = {1, 2, 1};
     long samples[3];
     for (int k = 0; k < 3; k++) {
-        tiny_fed f;
         pfl_config cfg = linear_config();
         cfg.batch = 1, cfg.epochs = epochs[k], cfg.algo.reading = reading[k];
-        linear_fed(&f, &pfl_algo_perfedavg, cfg, ab, 4);
-        pfl_fl *fl = &f.fl;
-        pfl_worker *w = &fl->workers[0];
-        fl->round = 1;
         pfl_train_stats st = {0};
-        pfl_default_local_init(fl, 0, w->model);
-        fl->algo->local_train(fl, 0, w, w->model, &st);
-        memcpy(trained[k], w->model, sizeof trained[k]);
+        perfedavg_round(cfg, ab, 4, trained[k], &st);
         samples[k] = st.samples;
-        tiny_fed_free(&f);
     }
     CHECK(memcmp(trained[0], trained[1], sizeof trained[0]) == 0 && samples[0] == samples[1],
           "pfllib, --epochs 1 is not paper --epochs 2 (%ld, %ld samples)", samples[0], samples[1]);
@@ -352,12 +349,17 @@ static void test_perfedavg_trains_twice(void) {
 
 /* ---- FedPHP ---- */
 
-static void test_fedphp_moving_average(void) {
+/* FedPHP on one client of 4 samples, 10 rounds, mu 0.9, under `reading`. */
+static void fedphp_fed(tiny_fed *f, const char *reading) {
     const int n_train[1] = {4}, n_test[1] = {2};
-    tiny_fed f;
     pfl_config cfg = linear_config();
-    cfg.rounds = 10, cfg.algo.reading = "paper";
-    tiny_fed_init(&f, &pfl_algo_fedphp, cfg, n_train, n_test);
+    cfg.rounds = 10, cfg.algo.reading = reading;
+    tiny_fed_init(f, &pfl_algo_fedphp, cfg, n_train, n_test);
+}
+
+static void test_fedphp_moving_average(void) {
+    tiny_fed f;
+    fedphp_fed(&f, "paper");
     pfl_fl *fl = &f.fl;
     const size_t V = pfl_model_vector_len(&f.m);
     /* mu = 0.9 x participations / (join x rounds), at most 0.9 */
@@ -399,11 +401,8 @@ static void test_fedphp_moving_average(void) {
  * trained model S = 3, 10 rounds, mu 0.9: in round 3 it trains from (1 - 0.18) G + 0.18 S = 1.36 (mu (3 - 1) /
  * 10), is scored after round 3 on 0.73 G + 0.27 S = 1.54 (the mix for round 4), and keeps what it trained. */
 static void test_fedphp_pfllib_mix(void) {
-    const int n_train[1] = {4}, n_test[1] = {2};
     tiny_fed f;
-    pfl_config cfg = linear_config();
-    cfg.rounds = 10, cfg.algo.reading = "pfllib";
-    tiny_fed_init(&f, &pfl_algo_fedphp, cfg, n_train, n_test);
+    fedphp_fed(&f, "pfllib");
     pfl_fl *fl = &f.fl;
     const size_t V = pfl_model_vector_len(&f.m);
     float *S = pfl_client_model(fl, 0), *start = tiny_floats(V), *trained = tiny_floats(V);

@@ -75,6 +75,7 @@ float pfl_apfl_alpha_step_pfllib(float alpha, const float *v, const float *w, co
 
 typedef struct {
     float *v, *alpha, lr;
+    bool paper;
 } apfl_batch_ctx;
 
 /* The gradient of the batch's loss at `model` (a view) into grads, its running statistics moving `stats_of`;
@@ -90,73 +91,57 @@ static float batch_gradient(pfl_exec *x, pfl_xbuf *model, pfl_xbuf *grads, size_
     return loss;
 }
 
-/* One batch as PFLlib's clientapfl.py: w steps on f(w), v on f(v) (both plain SGD at lr but w's with the
- * run's momentum and weight decay), then alpha from the stepped models and both gradients. The loss of w,
- * v's correct predictions. */
-static bool apfl_batch_pfllib(void *ctx, pfl_owned_batch *b) {
-    const apfl_batch_ctx *c = ctx;
-    pfl_exec_gather(b->x, b->idx, b->B);
-    const pfl_fl *fl = b->fl;
-    const pfl_model *m = fl->model;
-    pfl_worker *w = b->w;
-    pfl_exec *x = b->x;
-    const size_t P = m->num_params, V = pfl_model_vector_len(m);
-    pfl_xbuf v_v = pfl_exec_view(x, c->v, V, true);
-    int correct;
-    const float loss = batch_gradient(x, b->model, &w->grads, P, b->dropout, b->model, &correct);
-    const pfl_sgd global = {c->lr, fl->cfg.momentum, fl->cfg.weight_decay}, personal = {c->lr, 0.0f, 0.0f};
-    pfl_exec_sgd(x, b->model, &w->grads, &w->velocity, 0, P, &global);
-    batch_gradient(x, &v_v, &w->aux_grads, P, b->dropout, &v_v, &correct);
-    pfl_exec_sgd(x, &v_v, &w->aux_grads, NULL, 0, P, &personal);
-    *c->alpha = pfl_apfl_alpha_step_pfllib(*c->alpha, c->v, pfl_exec_host(b->model), pfl_exec_host(&w->aux_grads),
-                                           pfl_exec_host(&w->grads), P, c->lr);
-    pfl_exec_unview(x, &v_v);
-    pfl_step_count(b, loss, correct, b->B);
-    return true;
-}
-
 float pfl_apfl_alpha(const pfl_fl *fl, int client) {
     const apfl_state *s = fl->algo_state;
     return pfl_store_read(s->alpha, client)[0];
 }
 
-/* One batch of Algorithm 1 on w (the step's model), v and alpha, the
- * method's own work on host memory: the loss of w, v_bar's correct
- * predictions. */
+/* One batch on w (the step's model), v and alpha, the method's own work on
+ * host memory: the loss of w; the correct predictions of v_bar (paper) or v
+ * (pfllib). --momentum and --weight-decay act on w as on FedAvg's model; v
+ * takes plain steps (PFLlib's optimizer_per is plain SGD). */
 static bool apfl_batch(void *ctx, pfl_owned_batch *b) {
     const apfl_batch_ctx *c = ctx;
     pfl_exec_gather(b->x, b->idx, b->B);
     const pfl_fl *fl = b->fl;
-    const pfl_model *m = fl->model;
     pfl_worker *w = b->w;
     pfl_exec *x = b->x;
-    const size_t P = m->num_params, V = pfl_model_vector_len(m);
-    float *model = pfl_exec_host(b->model), *v = c->v, *mix = w->aux;
-    pfl_apfl_mix(mix, v, model, *c->alpha, V); /* from w and v before this batch's steps */
-    pfl_xbuf mix_v = pfl_exec_view(x, mix, V, false), v_v = pfl_exec_view(x, v, V, true);
+    const size_t P = fl->model->num_params, V = pfl_model_vector_len(fl->model);
+    float *model = pfl_exec_host(b->model), *mix = w->aux;
+    if (c->paper) pfl_apfl_mix(mix, c->v, model, *c->alpha, V); /* from w and v before this batch's steps */
+    pfl_xbuf v_v = pfl_exec_view(x, c->v, V, true);
     int correct;
     const float loss = batch_gradient(x, b->model, &w->grads, P, b->dropout, b->model, &correct);
-    batch_gradient(x, &mix_v, &w->aux_grads, P, b->dropout, &v_v, &correct);
-    const float next_alpha = pfl_apfl_alpha_step(*c->alpha, v, model, pfl_exec_host(&w->aux_grads), P, c->lr);
-    /* --momentum and --weight-decay act on w as on FedAvg's model; v takes
-     * plain steps (PFLlib's optimizer_per is plain SGD) */
-    const pfl_sgd global = {c->lr, fl->cfg.momentum, fl->cfg.weight_decay}, personal = {c->lr * *c->alpha, 0.0f, 0.0f};
-    pfl_exec_sgd(x, b->model, &w->grads, &w->velocity, 0, P, &global);
-    pfl_exec_sgd(x, &v_v, &w->aux_grads, NULL, 0, P, &personal);
-    *c->alpha = next_alpha;
+    const pfl_sgd global = {c->lr, fl->cfg.momentum, fl->cfg.weight_decay};
+    if (c->paper) { /* Algorithm 1: v through the mix, alpha from the same w, v and gradient */
+        pfl_xbuf mix_v = pfl_exec_view(x, mix, V, false);
+        batch_gradient(x, &mix_v, &w->aux_grads, P, b->dropout, &v_v, &correct);
+        pfl_exec_unview(x, &mix_v);
+        const float next_alpha = pfl_apfl_alpha_step(*c->alpha, c->v, model, pfl_exec_host(&w->aux_grads), P, c->lr);
+        const pfl_sgd personal = {c->lr * *c->alpha, 0.0f, 0.0f};
+        pfl_exec_sgd(x, b->model, &w->grads, &w->velocity, 0, P, &global);
+        pfl_exec_sgd(x, &v_v, &w->aux_grads, NULL, 0, P, &personal);
+        *c->alpha = next_alpha;
+    } else { /* PFLlib's clientapfl.py: w's step, v's on its own loss, then alpha from the stepped models */
+        pfl_exec_sgd(x, b->model, &w->grads, &w->velocity, 0, P, &global);
+        batch_gradient(x, &v_v, &w->aux_grads, P, b->dropout, &v_v, &correct);
+        const pfl_sgd personal = {c->lr, 0.0f, 0.0f};
+        pfl_exec_sgd(x, &v_v, &w->aux_grads, NULL, 0, P, &personal);
+        *c->alpha = pfl_apfl_alpha_step_pfllib(*c->alpha, c->v, model, pfl_exec_host(&w->aux_grads),
+                                               pfl_exec_host(&w->grads), P, c->lr);
+    }
     pfl_exec_unview(x, &v_v);
-    pfl_exec_unview(x, &mix_v);
     pfl_step_count(b, loss, correct, b->B);
     return true;
 }
 
 static void apfl_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     apfl_state *s = fl->algo_state;
-    apfl_batch_ctx c = {pfl_client_model(fl, client), pfl_store_write(s->alpha, client), pfl_round_lr(fl)};
-    if (!c.v || !c.alpha) return; /* no room: the store's error fails the round */
     const bool paper = pfl_reading_paper(&fl->cfg);
+    apfl_batch_ctx c = {pfl_client_model(fl, client), pfl_store_write(s->alpha, client), pfl_round_lr(fl), paper};
+    if (!c.v || !c.alpha) return; /* no room: the store's error fails the round */
     pfl_step step = pfl_step_default(fl);
-    step.own = paper ? apfl_batch : apfl_batch_pfllib, step.own_ctx = &c;
+    step.own = apfl_batch, step.own_ctx = &c;
     pfl_step_run(fl, client, w, model, &step, stats);
     /* PFLlib: v becomes the mix with the trained w, over the parameters (its running statistics stay v's) */
     if (!paper) pfl_apfl_mix(c.v, c.v, model, *c.alpha, fl->model->num_params);
