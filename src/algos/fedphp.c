@@ -132,7 +132,14 @@ static void fedphp_finish(pfl_fl *fl, int client, const float *model, float *sta
     } else {
         memcpy(state, model, V * sizeof(float));
     }
-    s->participations[client]++;
+}
+
+/* The server counts who trained (their uploads arrived), so every process
+ * holds every count (MPI: the clients' homes are elsewhere). */
+static void fedphp_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
+    fedphp_state *s = fl->algo_state;
+    pfl_default_aggregate(fl, clients, n, uploads);
+    for (int k = 0; k < n; k++) s->participations[clients[k]]++;
 }
 
 /* The model scored: the HPM (paper) or the module's mix, the client's state; else (pfllib) the mix it holds
@@ -189,6 +196,7 @@ const pfl_algo pfl_algo_fedphp = {
     .local_train = fedphp_train,
     .finish = fedphp_finish,
     .personal_model = fedphp_personal_model,
+    .aggregate = fedphp_aggregate,
     .save = fedphp_save,
     .load = fedphp_load,
 };
