@@ -145,14 +145,20 @@ static void apple_three_cores(pfl_fl *fl, float *cores[3], uint64_t seed) {
     pfl_algo_apple.aggregate(fl, clients, 3, cores);
 }
 
+/* APPLE's hand-worked step: three clients of 4, 8 and 12 training samples, lr 0.1, eta_2 0.01, mu 0.1, the core's
+ * rate scaled by N (--apple-core-scale 0). */
+static void apple_step_fed(tiny_fed *f, const char *reading) {
+    const int n_train[3] = {4, 8, 12}, n_test[3] = {2, 2, 2};
+    pfl_config cfg = tiny_config(3);
+    cfg.lr = 0.1f, cfg.algo.apple_dr_lr = 0.01f, cfg.algo.apple_mu = 0.1f, cfg.algo.apple_core_scale = 0.0f;
+    cfg.algo.reading = reading;
+    tiny_fed_init(f, &pfl_algo_apple, cfg, n_train, n_test);
+}
+
 static void test_apple_step(void) {
     enum { N = 3 };
-    const int n_train[N] = {4, 8, 12}, n_test[N] = {2, 2, 2};
-    pfl_config cfg = tiny_config(N);
-    cfg.lr = 0.1f, cfg.algo.apple_dr_lr = 0.01f, cfg.algo.apple_mu = 0.1f, cfg.algo.apple_core_scale = 0.0f;
-    cfg.algo.reading = "paper";
     tiny_fed f;
-    tiny_fed_init(&f, &pfl_algo_apple, cfg, n_train, n_test);
+    apple_step_fed(&f, "paper");
     pfl_fl *fl = &f.fl;
     const size_t P = f.m.num_params, V = pfl_model_vector_len(&f.m);
     /* p_i starts at the data shares p0 = (4, 8, 12) / 24 (the authors' init_pss) */
@@ -217,12 +223,8 @@ static void test_apple_step(void) {
  * p0_j)) with the stepped core for j = 1; w stays the mix it was built as. */
 static void test_apple_step_pfllib(void) {
     enum { N = 3 };
-    const int n_train[N] = {4, 8, 12}, n_test[N] = {2, 2, 2};
-    pfl_config cfg = tiny_config(N);
-    cfg.lr = 0.1f, cfg.algo.apple_dr_lr = 0.01f, cfg.algo.apple_mu = 0.1f, cfg.algo.apple_core_scale = 0.0f;
-    cfg.algo.reading = "pfllib";
     tiny_fed f;
-    tiny_fed_init(&f, &pfl_algo_apple, cfg, n_train, n_test);
+    apple_step_fed(&f, "pfllib");
     pfl_fl *fl = &f.fl;
     const pfl_model *m = &f.m;
     const size_t P = m->num_params, V = pfl_model_vector_len(m);
