@@ -347,13 +347,19 @@ static void test_partialfed_tau(void) {
     tiny_fed_free(&f);
 }
 
-static void test_partialfed_gate_and_step(void) {
+/* PartialFed on two clients of 8 training samples: tau 5 decaying by 0.965 a round, the strategy's rate 1, f_m
+ * model batches then f_s strategy batches. */
+static void partialfed_fed(tiny_fed *f, int fm, int fs) {
     const int n_train[2] = {8, 8}, n_test[2] = {2, 2};
     pfl_config cfg = tiny_config(2);
-    cfg.algo.pf_tau = 5.0f, cfg.algo.pf_tau_decay = 0.965f, cfg.algo.pf_fm = 8, cfg.algo.pf_fs = 2,
+    cfg.algo.pf_tau = 5.0f, cfg.algo.pf_tau_decay = 0.965f, cfg.algo.pf_fm = fm, cfg.algo.pf_fs = fs;
     cfg.algo.pf_lr = 1.0f;
+    tiny_fed_init(f, &pfl_algo_partialfed, cfg, n_train, n_test);
+}
+
+static void test_partialfed_gate_and_step(void) {
     tiny_fed f;
-    tiny_fed_init(&f, &pfl_algo_partialfed, cfg, n_train, n_test);
+    partialfed_fed(&f, 8, 2);
     pfl_fl *fl = &f.fl;
     const pfl_model *m = &f.m;
     const size_t P = m->num_params, V = pfl_model_vector_len(m), l1 = m->layers[1].offset;
@@ -418,12 +424,8 @@ static void test_partialfed_gate_and_step(void) {
  * strategy. A client of exactly f_m = 2 batches (f_s = 1) never reaches a strategy batch: its logits stay 0 and
  * its model trains as FedAvg's two batches. */
 static void test_partialfed_turns(void) {
-    const int n_train[2] = {8, 8}, n_test[2] = {2, 2};
-    pfl_config cfg = tiny_config(2);
-    cfg.algo.pf_tau = 5.0f, cfg.algo.pf_tau_decay = 0.965f, cfg.algo.pf_fm = 2, cfg.algo.pf_fs = 1,
-    cfg.algo.pf_lr = 1.0f;
     tiny_fed f;
-    tiny_fed_init(&f, &pfl_algo_partialfed, cfg, n_train, n_test);
+    partialfed_fed(&f, 2, 1);
     pfl_fl *fl = &f.fl;
     const size_t V = pfl_model_vector_len(&f.m);
     float *a = tiny_floats(V), *b = tiny_floats(V);
