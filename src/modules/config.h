@@ -105,6 +105,15 @@ typedef struct {
     float dbe_momentum;     /* feddbe: momentum of the representation's running mean */
     float dbe_klw;          /* feddbe: weight of the mean regularization */
     bool mtl_reg_grad;      /* fedmtl: the regularizer's gradient reaches the model (PFLlib: none) */
+    /* PFLlib's personalized methods: FedCAC, FedAS, PFL-DA, FedGC */
+    double cac_tau;         /* fedcac: tau, the fraction of each tensor's parameters marked critical */
+    int cac_beta;           /* fedcac: beta, rounds over which the collaboration threshold reaches the largest overlap */
+    const char *cac_round1; /* fedcac: where the critical parameters come from after round 1: initial | customized */
+    float as_align_lr;      /* fedas: learning rate of the parameter alignment of the received extractor */
+    int as_align_epochs;    /* fedas: epochs of that alignment */
+    float da_lambda;        /* pfl-da: lambda, weight of ||global head - personal head|| in the head's loss */
+    bool da_reg_grad;       /* pfl-da: that term has a gradient (PFLlib's is computed from .data: none) */
+    float gc_lambda;        /* fedgc: the server's classifier correction steps at lr x this */
 } pfl_algo_params;
 
 /* Modules any algorithm can switch on (DESIGN.md §2): FedALA's adaptive local

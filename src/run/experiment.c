@@ -126,6 +126,15 @@ static void say_blas(const pfl_run_options *o) {
             pfl_blas_threads() == 1 ? "" : "s", o->cfg.threads, o->cfg.threads == 1 ? "" : "s");
 }
 
+/* A GPU run says which GPU and which CUDA (the CPU's line is the BLAS one). */
+static void say_device(const pfl_run_options *o) {
+    const pfl_backend *be = o->cfg.backend;
+    if (o->quiet || !be || !be->describe) return;
+    char what[320];
+    be->describe(what, sizeof what);
+    pfl_run_say(o, "[pfl] device: %s, %s, TF32 %s", be->name, what, pfl_backend_tf32() ? "on (--tf32)" : "off");
+}
+
 /* The model, saying why an image model cannot read text. */
 static int build_model(pfl_model *model, const pfl_run_options *o, const pfl_dataset *data) {
     if (!pfl_model_build(model, o->model, data->c, data->h, data->w, data->classes)) return 0;
@@ -162,6 +171,7 @@ static int run_experiment(pfl_run_options *o, const pfl_algo *algo, pfl_ckpt_rea
      * (resuming touches the outputs only once the checkpoint has loaded). */
     if (o->out && !resume && !(report.metrics = pfl_run_open_metrics(o->out))) goto done;
     if (o->checkpoint_every > 0 && o->out && !resume && pfl_run_write_start_checkpoint(&report)) goto done;
+    say_device(o);
     say_blas(o);
     if ((report.holdout = public_count(o)) < 0) goto done;
     if (pfl_run_load_partitioned(o->data, o->data_dir, o->partition, o->cfg.clients, o->cfg.seed, o->train_fraction,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "algos/algos.h"
+#include "backend/backend.h"
 #include "nn/layer_units.h"
 #include "nn/model.h"
 #include "run/run.h"
@@ -78,6 +79,12 @@ const pfl_param pfl_run_params[] = {
      .help = "--out DIR may hold another run: remove that run's files (summary.json, metrics.jsonl, checkpoint, "
              "seed-N/) first; without it such a folder is refused"},
     {RUN_PARAM(BOOL, "quiet", quiet), .help = "no progress lines"},
+    {RUN_PARAM(STRING, "device", device), .def_text = "cpu", .metavar = "cpu|cuda",
+     .help = "where clients train and are evaluated: cpu, or cuda (the first NVIDIA GPU; in a pfl built with nvcc "
+             "present; a method whose local work runs on host memory is refused there)"},
+    {RUN_PARAM(BOOL, "tf32", tf32),
+     .help = "--device cuda: float32 matrix products on TF32 tensor cores (faster, about 3 decimal digits; off: "
+             "within float32 rounding of the CPU)"},
     {PFL_ALGO_PARAM(INT, "local-steps", local_steps), .max = 1e7, .metavar = "K",
      .help = "a local epoch is K batches (reshuffled after each pass) instead of one pass, every algorithm "
              "(0: a pass; pFedCFR paper: 10)"},
@@ -464,6 +471,16 @@ static const char *method_bn(const pfl_algo *algo) {
     return NULL;
 }
 
+/* --device: the backend, which this machine must be able to run. */
+static int resolve_device(pfl_run_options *o) {
+    const pfl_backend *be = pfl_backend_find(o->device ? o->device : "cpu");
+    if (!be || (be->available && be->available())) return -1;
+    if (o->tf32 && !be->device) return pfl_err("--tf32: only for a GPU (--device cuda)");
+    pfl_backend_set_tf32(o->tf32);
+    o->cfg.backend = be == &pfl_backend_cpu ? NULL : be;
+    return 0;
+}
+
 /* Whether the method sets the default of the run's flag `name` to `value` (pfl_algo.run_defaults). */
 static bool run_default_is(const pfl_algo *algo, const char *name, const char *value) {
     for (const char *const *d = algo->run_defaults; d && d[0]; d += 2)
@@ -473,7 +490,7 @@ static bool run_default_is(const pfl_algo *algo, const char *name, const char *v
 
 int pfl_run_options_finish(pfl_run_options *o) {
     const pfl_algo *algo = pfl_algo_find(o->algo);
-    if (!algo) return -1;
+    if (!algo || resolve_device(o)) return -1;
     pfl_param_blocks b = pfl_run_blocks(o);
     for (int i = 0; i < algo->num_params; i++)
         if (pfl_param_resolve_auto(&algo->params[i], &b, o->model)) return -1;

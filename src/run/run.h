@@ -40,6 +40,9 @@ typedef struct {
     int checkpoint_every;   /* 0: no checkpoints */
     int stop_after;         /* tests: stop after this round as a crash would (0: never) */
     bool quiet;             /* no progress lines */
+    const char *device;     /* --device: the backend's name, cpu (the default) or cuda (pfl_run_options_finish
+                             * sets cfg.backend) */
+    bool tf32;              /* --tf32: TF32 matrix products on the GPU */
     const char *seeds;      /* --seeds LIST: run each seed into out/seed-N and summarize them (NULL: one run) */
     bool auto_break;        /* --auto-break: stop when local_acc has not improved for top_cnt evaluations */
     int top_cnt;            /* ... (PFLlib's -ab / -tc) */
