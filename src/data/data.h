@@ -215,6 +215,11 @@ typedef struct {
  * "dirc:A" and fills defaults. */
 int pfl_partition_parse(pfl_partition_spec *spec, const char *text);
 
+/* The --partition a run on `data` takes: "pfllib" (the folder's own
+ * clients) for a PFLlib folder (--data pfllib:DIR) where the default "pat"
+ * stands, else `partition` as given. */
+const char *pfl_partition_resolve(const char *data, const char *partition);
+
 /* One line saying what the scheme does with this dataset and client count
  * (shard sizes, size tiers, ...), for `pfl partition`. Returns buf. */
 const char *pfl_partition_describe(const pfl_partition_spec *spec, const pfl_dataset *d, int num_clients, char *buf,

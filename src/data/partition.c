@@ -20,6 +20,7 @@
  *    cfr starts a class over when it runs out), so these allocate their own
  *    storage, sized by what they drew. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,11 @@ int pfl_partition_parse(pfl_partition_spec *spec, const char *text) {
         return 0;
     }
     return parse_error(text);
+}
+
+const char *pfl_partition_resolve(const char *data, const char *partition) {
+    const bool folder = data && !strncmp(data, "pfllib:", 7);
+    return folder && partition && !strcmp(partition, "pat") ? "pfllib" : partition;
 }
 
 /* The spec as the user wrote it, for messages ("--partition dir:0.01: ..."). */
