@@ -76,10 +76,11 @@ static int public_count(const pfl_run_options *o) {
 static int build_vocabulary(pfl_dataset *data, const pfl_partition *part, const pfl_model *model,
                             const pfl_run_options *o) {
     if (pfl_text_build_vocab(data, part, pfl_model_vocab(model))) return -1;
-    if (data->text->given_ids) /* a PFLlib folder: its ids are final */
-        return pfl_run_say(o, "[pfl] token ids as the folder holds them: the largest %d, within the model's %d",
-                           data->text->num_words - 1, data->text->vocab_size),
-               0;
+    if (data->text->given_ids) { /* a PFLlib folder: its ids are final */
+        pfl_run_say(o, "[pfl] token ids as the folder holds them: the largest %d, within the model's %d",
+                    data->text->num_words - 1, data->text->vocab_size);
+        return 0;
+    }
     pfl_run_say(o,
             "[pfl] vocabulary: %d ids (<pad> 0, <unk> 1, %d words of the %d distinct ones) from the training "
             "clients' text",
