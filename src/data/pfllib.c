@@ -8,6 +8,7 @@
  * together, equal to the statistics PFLlib recorded there), and appended to
  * the dataset; the clients' counts go to own_counts. Any refusal frees what
  * was read: nothing is half-loaded. */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
@@ -60,8 +61,13 @@ static int read_config(folder_config *f, const char *dir) {
     f->dir = dir;
     if (snprintf(f->config, sizeof f->config, "%s/config.json", dir) >= (int)sizeof f->config)
         return pfl_err(WHAT ": %s: path too long", dir);
+    FILE *file = fopen(f->config, "r");
+    if (!file)
+        return pfl_err(WHAT ": %s: cannot open: %s (a PFLlib folder holds config.json, train/ and test/)", f->config,
+                       strerror(errno));
     json_error_t e;
-    json_t *root = json_load_file(f->config, JSON_REJECT_DUPLICATES, &e);
+    json_t *root = json_loadf(file, JSON_REJECT_DUPLICATES, &e);
+    fclose(file);
     if (!root) return pfl_err(WHAT ": %s: %s (line %d)", f->config, e.text, e.line);
     int rc = -1;
     if (!json_is_object(root)) {
@@ -77,7 +83,8 @@ static int read_config(folder_config *f, const char *dir) {
     }
     if (classes && config_int(f, root, "num_classes", 1, MAX_CLASSES, &f->classes)) goto done;
     json_t *part = json_object_get(root, "partition");
-    snprintf(f->partition, sizeof f->partition, "%s", json_is_string(part) ? json_string_value(part) : "none (iid)");
+    snprintf(f->partition, sizeof f->partition, "%s",
+             json_is_string(part) ? json_string_value(part) : part ? "none (iid)" : "not recorded");
     json_t *stats = json_object_get(root, "Size of samples for labels in clients");
     if (stats && (!json_is_array(stats) || json_array_size(stats) != (size_t)f->clients)) {
         pfl_err(WHAT ": %s: \"Size of samples for labels in clients\": expected one list per client (%d)", f->config,

@@ -304,7 +304,7 @@ static int make_dir(const char *path) {
 
 static int write_all(const char *tmp, const pfl_dataset *d, const pfl_partition *p, const char *partition,
                      double alpha, const char *about) {
-    char path[4200];
+    char path[4300]; /* tmp (< 4200) and "/train/<client>.npz" */
     snprintf(path, sizeof path, "%s/config.json", tmp);
     if (write_config(path, d, p, partition, alpha, about)) return -1;
     for (int split = 0; split < 2; split++) {

@@ -57,6 +57,7 @@ typedef struct {
     size_t on, ocap;
     size_t used, budget;    /* bytes the machine holds, and the most it may */
     long long ints_read;    /* integers the pickle spelled out (text rows may not hold more) */
+    const char *field;      /* "x" or "y" once that key is read (the array after it is that field), else "pickle" */
 } machine;
 
 static int fail(machine *m, const char *fmt, ...) PFL_PRINTF(2, 3);
@@ -66,7 +67,7 @@ static int fail(machine *m, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return npz_fail(m->src, "pickle", "%s (opcode at byte %zu)", msg, m->op_at);
+    return npz_fail(m->src, m->field, "%s (pickle opcode at byte %zu)", msg, m->op_at);
 }
 
 /* Room for `need` elements in *arr (capacity *cap), within the budget. */
@@ -117,6 +118,7 @@ static object *obj(machine *m, cell c, int kind) {
 
 /* Appends cells[0..n) (a copy: they may be the stack's) to object index o. */
 static int add_items(machine *m, size_t o, const cell *cells, size_t n) {
+    if (n == 0) return 0; /* an empty tuple keeps no items array */
     if (grow(m, (void **)&m->objs[o].items, &m->objs[o].cap, m->objs[o].n + n, sizeof(cell))) return -1;
     memmove(m->objs[o].items + m->objs[o].n, cells, n * sizeof(cell));
     m->objs[o].n += n;
@@ -147,6 +149,10 @@ static uint64_t take_le(machine *m, int n) {
     return v;
 }
 
+static bool is_text(cell c, const char *s) {
+    return c.kind == K_STR && (size_t)c.i == strlen(s) && !memcmp(c.p, s, (size_t)c.i);
+}
+
 /* A length of `width` bytes, then that many bytes: a string or bytes cell. */
 static int push_counted(machine *m, int width, int kind) {
     if (need(m, (uint64_t)width)) return -1;
@@ -154,6 +160,7 @@ static int push_counted(machine *m, int width, int kind) {
     if (need(m, n)) return -1;
     const cell c = {(uint8_t)kind, (int64_t)n, m->buf + m->at};
     m->at += (size_t)n;
+    if (is_text(c, "x") || is_text(c, "y")) m->field = is_text(c, "x") ? "x" : "y"; /* the key of what follows */
     return push(m, c);
 }
 
@@ -175,9 +182,6 @@ static int push_long1(machine *m) {
 
 /* ---- globals ---- */
 
-static bool is_text(cell c, const char *s) {
-    return c.kind == K_STR && (size_t)c.i == strlen(s) && !memcmp(c.p, s, (size_t)c.i);
-}
 
 static int push_global(machine *m, cell module, cell name) {
     int which = -1;
@@ -566,7 +570,7 @@ static int take_xy(machine *m, cell top, pfl_npz_xy *out) {
 }
 
 int npz_unpickle_xy(const npz_source *src, const uint8_t *npy, size_t size, pfl_npz_xy *out) {
-    machine m = {.src = src, .buf = npy, .size = size};
+    machine m = {.src = src, .buf = npy, .size = size, .field = "pickle"};
     m.budget = size > (SIZE_MAX - BASE_BUDGET) / BYTES_PER_PICKLE_BYTE ? SIZE_MAX : size * BYTES_PER_PICKLE_BYTE + BASE_BUDGET;
     cell top = {0};
     int rc = run(&m, &top) || take_xy(&m, top, out) ? -1 : 0;

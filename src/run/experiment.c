@@ -34,6 +34,9 @@ int pfl_run_load_partitioned(const char *data_name, const char *data_dir, const 
     partition = pfl_partition_resolve(data_name, partition); /* a PFLlib folder's own clients */
     pfl_partition_spec spec;
     if (pfl_partition_parse(&spec, partition)) return -1;
+    if (spec.kind == PFL_PART_PFLLIB && strncmp(data_name, "pfllib:", 7)) /* before minutes of loading */
+        return pfl_err("--partition pfllib: takes the clients of a PFLlib folder (--data pfllib:DIR), not --data %s",
+                       data_name);
     spec.train_fraction = train_fraction, spec.holdout = holdout;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
