@@ -300,7 +300,7 @@ static int parse_header(const npz_source *src, const char *text, size_t len) {
     if (c.p != c.end || descr != 1 || fortran != 1 || shape != 1) goto malformed;
     return 0;
 malformed:
-    return npz_fail(src, MEMBER, "malformed header '%s'", pfl_quote(shown, sizeof shown, text, len, 40));
+    return npz_fail(src, MEMBER, "malformed header '%s'", pfl_quote(shown, sizeof shown, text, len, 12));
 }
 
 /* The payload after data.npy's magic, version and header. */

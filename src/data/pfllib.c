@@ -215,11 +215,12 @@ static int append_features(folder_data *fd, const char *path, const pfl_npy_arra
     float *out = fd->features + (size_t)fd->n * (size_t)fd->c * (size_t)fd->h * (size_t)fd->w;
     for (long long k = 0; k < x->count; k++) {
         const double v = element(x, k);
-        if (!isfinite(v)) {
-            const long long s = (long long)fd->c * fd->h * fd->w;
-            return pfl_err(WHAT ": %s: x: %s at sample %lld, value %lld", path, isnan(v) ? "NaN" : "an infinity", k / s, k % s);
-        }
         out[k] = (float)v; /* float64 rounds to nearest, as torch.Tensor(x).type(torch.float32) */
+        if (!isfinite(out[k])) {
+            const long long s = (long long)fd->c * fd->h * fd->w;
+            return pfl_err(WHAT ": %s: x: %s at sample %lld, value %lld", path,
+                           isnan(v) ? "NaN" : isinf(v) ? "an infinity" : "a number beyond float32's range", k / s, k % s);
+        }
     }
     return 0;
 }

@@ -129,7 +129,7 @@ static int add_items(machine *m, size_t o, const cell *cells, size_t n) {
  * stack from index `from` up (the cells, and their MARK when from < first). */
 static int make_tuple(machine *m, size_t first, size_t n, size_t from) {
     cell t = {0};
-    if (new_object(m, O_TUPLE, &t) || add_items(m, (size_t)t.i, m->stack + first, n)) return -1;
+    if (new_object(m, O_TUPLE, &t) || add_items(m, (size_t)t.i, n ? m->stack + first : NULL, n)) return -1;
     m->sn = from;
     return push(m, t);
 }
@@ -193,10 +193,10 @@ static int push_global(machine *m, cell module, cell name) {
     else if (is_text(module, "numpy") && is_text(name, "dtype"))
         which = G_DTYPE;
     if (which < 0) {
-        char a[80], b[80];
-        pfl_quote(a, sizeof a, module.p, module.kind == K_STR ? (size_t)module.i : 0, 40);
-        pfl_quote(b, sizeof b, name.p, name.kind == K_STR ? (size_t)name.i : 0, 40);
-        return fail(m, "global %s.%s refused: only numpy's _reconstruct, ndarray and dtype (nothing is executed)", a, b);
+        char a[64], b[64]; /* a few bytes each: the message stays one short line */
+        pfl_quote(a, sizeof a, module.p, module.kind == K_STR ? (size_t)module.i : 0, 12);
+        pfl_quote(b, sizeof b, name.p, name.kind == K_STR ? (size_t)name.i : 0, 12);
+        return fail(m, "global %s.%s refused (only numpy's _reconstruct, ndarray, dtype: nothing is run)", a, b);
     }
     return push(m, (cell){K_GLOBAL, which, NULL});
 }
