@@ -10,7 +10,6 @@
  * declares, after checking that the compressed bytes can hold that much
  * (deflate expands at most 1032 to 1), and its CRC-32 checked. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,15 +25,6 @@ enum { EOCD_SIZE = 22, ZIP64_LOCATOR_SIZE = 20, ZIP64_EOCD_SIZE = 56, CENTRAL_SI
 enum { SIG_LOCAL = 0x04034b50, SIG_CENTRAL = 0x02014b50, SIG_EOCD = 0x06054b50, SIG_ZIP64_EOCD = 0x06064b50,
        SIG_ZIP64_LOCATOR = 0x07064b50 };
 enum { METHOD_STORED = 0, METHOD_DEFLATED = 8, DEFLATE_MAX_RATIO = 1032 };
-
-int npz_fail(const npz_source *src, const char *field, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return pfl_err("%s: %s: %s: %s", src->what, src->path, field, msg);
-}
 
 static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }

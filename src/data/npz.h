@@ -16,7 +16,8 @@ typedef struct {
     const char *path; /* the .npz file */
 } npz_source;
 
-/* pfl_err("WHAT: PATH: FIELD: ...") in one line: returns -1. */
+/* pfl_err("WHAT: PATH: FIELD: ...") in one line: returns -1 (in pickle.c,
+ * which the zip layer calls and which calls nothing back). */
 int npz_fail(const npz_source *src, const char *field, const char *fmt, ...) PFL_PRINTF(3, 4);
 
 /* Unpickles the payload of data.npy (after its header: npy[0..size)),

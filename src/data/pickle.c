@@ -60,6 +60,15 @@ typedef struct {
     const char *field;      /* "x" or "y" once that key is read (the array after it is that field), else "pickle" */
 } machine;
 
+int npz_fail(const npz_source *src, const char *field, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return pfl_err("%s: %s: %s: %s", src->what, src->path, field, msg);
+}
+
 static int fail(machine *m, const char *fmt, ...) PFL_PRINTF(2, 3);
 static int fail(machine *m, const char *fmt, ...) {
     char msg[320];
