@@ -4,8 +4,8 @@
  * uint8 labels, AG News's object rows, a protocol-4 pickle), read value
  * for value; folders built of them loaded as one dataset with its own
  * clients; every hostile variant refused in one line naming the file and
- * the field; and pfl's own splits written with --export's writer and read
- * back bit for bit. */
+ * the field; pfl's own splits written with --export's writer and read
+ * back bit for bit; and PFLlib's results file (.h5) read back with libhdf5. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
