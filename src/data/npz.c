@@ -48,29 +48,29 @@ typedef struct {
 /* The end-of-central-directory record: the last 22 bytes, or earlier by
  * exactly the comment it declares. */
 static int find_eocd(const npz_source *src, zip_index *z, size_t *at) {
-    if (z->size < EOCD_SIZE) return npz_fail(src, "zip", "%zu bytes, too short for a zip (truncated?)", z->size);
+    if (z->size < EOCD_SIZE) return pfl_npz_fail(src, "zip", "%zu bytes, too short for a zip (truncated?)", z->size);
     const size_t last = z->size - EOCD_SIZE, first = last > 65535 ? last - 65535 : 0;
     for (size_t i = last + 1; i-- > first;)
         if (le32(z->buf + i) == SIG_EOCD && le16(z->buf + i + 20) == z->size - i - EOCD_SIZE) {
             *at = i;
             return 0;
         }
-    return npz_fail(src, "zip", "no end-of-central-directory record (truncated, or not a zip)");
+    return pfl_npz_fail(src, "zip", "no end-of-central-directory record (truncated, or not a zip)");
 }
 
 /* Zip64: the locator just before the end record points at the zip64 end
  * record, which holds the 64-bit counts. */
 static int read_zip64_eocd(const npz_source *src, zip_index *z, size_t eocd) {
     if (eocd < ZIP64_LOCATOR_SIZE || le32(z->buf + eocd - ZIP64_LOCATOR_SIZE) != SIG_ZIP64_LOCATOR)
-        return npz_fail(src, "zip", "the end record defers to a zip64 record that is not there");
+        return pfl_npz_fail(src, "zip", "the end record defers to a zip64 record that is not there");
     const uint8_t *loc = z->buf + eocd - ZIP64_LOCATOR_SIZE;
     const uint64_t at = le64(loc + 8);
-    if (le32(loc + 4) != 0 || le32(loc + 16) > 1) return npz_fail(src, "zip", "a multi-disk zip64 archive");
+    if (le32(loc + 4) != 0 || le32(loc + 16) > 1) return pfl_npz_fail(src, "zip", "a multi-disk zip64 archive");
     if (at > eocd - ZIP64_LOCATOR_SIZE || eocd - ZIP64_LOCATOR_SIZE - at < ZIP64_EOCD_SIZE ||
         le32(z->buf + at) != SIG_ZIP64_EOCD)
-        return npz_fail(src, "zip", "the zip64 end record's offset %llu is not one", (unsigned long long)at);
+        return pfl_npz_fail(src, "zip", "the zip64 end record's offset %llu is not one", (unsigned long long)at);
     const uint8_t *r = z->buf + at;
-    if (le32(r + 16) != 0 || le32(r + 20) != 0) return npz_fail(src, "zip", "a multi-disk zip64 archive");
+    if (le32(r + 16) != 0 || le32(r + 20) != 0) return pfl_npz_fail(src, "zip", "a multi-disk zip64 archive");
     z->entries = le64(r + 32), z->cd_size = le64(r + 40), z->cd_offset = le64(r + 48);
     z->cd_end = at;
     return 0;
@@ -81,13 +81,13 @@ static int read_index(const npz_source *src, zip_index *z) {
     if (find_eocd(src, z, &eocd)) return -1;
     const uint8_t *e = z->buf + eocd;
     if (le16(e + 4) != 0 || le16(e + 6) != 0 || le16(e + 8) != le16(e + 10))
-        return npz_fail(src, "zip", "a multi-disk archive");
+        return pfl_npz_fail(src, "zip", "a multi-disk archive");
     z->entries = le16(e + 10), z->cd_size = le32(e + 12), z->cd_offset = le32(e + 16), z->cd_end = eocd;
     if ((z->entries == 0xffff || z->cd_size == 0xffffffffu || z->cd_offset == 0xffffffffu) &&
         read_zip64_eocd(src, z, eocd))
         return -1;
     if (z->cd_offset > z->cd_end || z->cd_size != z->cd_end - z->cd_offset)
-        return npz_fail(src, "zip", "the central directory (%llu bytes at %llu) does not end where the end record "
+        return pfl_npz_fail(src, "zip", "the central directory (%llu bytes at %llu) does not end where the end record "
                         "starts (%llu)", (unsigned long long)z->cd_size, (unsigned long long)z->cd_offset,
                         (unsigned long long)z->cd_end);
     return 0;
@@ -100,7 +100,7 @@ static int read_zip64_extra(const npz_source *src, const uint8_t *extra, size_t 
                             uint32_t uncomp32, uint32_t local32) {
     for (size_t i = 0; i + 4 <= len;) {
         const uint16_t id = le16(extra + i), n = le16(extra + i + 2);
-        if (n > len - i - 4) return npz_fail(src, "zip", MEMBER "'s extra field overruns its record");
+        if (n > len - i - 4) return pfl_npz_fail(src, "zip", MEMBER "'s extra field overruns its record");
         if (id == 0x0001) {
             const uint8_t *v = extra + i + 4;
             size_t k = 0;
@@ -108,7 +108,7 @@ static int read_zip64_extra(const npz_source *src, const uint8_t *extra, size_t 
                                    comp32 == 0xffffffffu ? &m->comp : NULL, local32 == 0xffffffffu ? &m->local : NULL};
             for (int f = 0; f < 3; f++) {
                 if (!wanted[f]) continue;
-                if (k + 8 > n) return npz_fail(src, "zip", MEMBER "'s zip64 field is too short");
+                if (k + 8 > n) return pfl_npz_fail(src, "zip", MEMBER "'s zip64 field is too short");
                 *wanted[f] = le64(v + k), k += 8;
             }
         }
@@ -124,14 +124,14 @@ static int find_member(const npz_source *src, const zip_index *z, zip_member *m)
     const size_t end = (size_t)z->cd_end;
     for (uint64_t k = 0; k < z->entries; k++) {
         if (end - at < CENTRAL_SIZE || le32(z->buf + at) != SIG_CENTRAL)
-            return npz_fail(src, "zip", "central directory entry %llu of %llu is cut short or not one",
+            return pfl_npz_fail(src, "zip", "central directory entry %llu of %llu is cut short or not one",
                             (unsigned long long)k + 1, (unsigned long long)z->entries);
         const uint8_t *c = z->buf + at;
         const size_t name = le16(c + 28), extra = le16(c + 30), comment = le16(c + 32);
         if (end - at - CENTRAL_SIZE < name + extra + comment)
-            return npz_fail(src, "zip", "central directory entry %llu overruns the directory", (unsigned long long)k + 1);
+            return pfl_npz_fail(src, "zip", "central directory entry %llu overruns the directory", (unsigned long long)k + 1);
         if (name == strlen(MEMBER) && !memcmp(c + CENTRAL_SIZE, MEMBER, name)) {
-            if (found++) return npz_fail(src, "zip", "holds " MEMBER " twice");
+            if (found++) return pfl_npz_fail(src, "zip", "holds " MEMBER " twice");
             m->flags = le16(c + 8), m->method = le16(c + 10), m->crc = le32(c + 16);
             m->comp = le32(c + 20), m->uncomp = le32(c + 24), m->local = le32(c + 42);
             if (read_zip64_extra(src, c + CENTRAL_SIZE + name, extra, m, le32(c + 20), le32(c + 24), le32(c + 42)))
@@ -139,9 +139,9 @@ static int find_member(const npz_source *src, const zip_index *z, zip_member *m)
         }
         at += CENTRAL_SIZE + name + extra + comment;
     }
-    if (at != end) return npz_fail(src, "zip", "the central directory holds more than its %llu entries",
+    if (at != end) return pfl_npz_fail(src, "zip", "the central directory holds more than its %llu entries",
                                    (unsigned long long)z->entries);
-    if (!found) return npz_fail(src, "zip", "no " MEMBER " (PFLlib's files hold their dict there)");
+    if (!found) return pfl_npz_fail(src, "zip", "no " MEMBER " (PFLlib's files hold their dict there)");
     return 0;
 }
 
@@ -149,13 +149,13 @@ static int find_member(const npz_source *src, const zip_index *z, zip_member *m)
  * central directory. */
 static int locate_data(const npz_source *src, const zip_index *z, const zip_member *m, const uint8_t **data) {
     if (m->local > z->cd_offset || z->cd_offset - m->local < LOCAL_SIZE || le32(z->buf + m->local) != SIG_LOCAL)
-        return npz_fail(src, "zip", MEMBER "'s local header at %llu is not one", (unsigned long long)m->local);
+        return pfl_npz_fail(src, "zip", MEMBER "'s local header at %llu is not one", (unsigned long long)m->local);
     const uint8_t *h = z->buf + m->local;
     const uint64_t name = le16(h + 26), extra = le16(h + 28), start = m->local + LOCAL_SIZE + name + extra;
     if (name != strlen(MEMBER) || memcmp(h + LOCAL_SIZE, MEMBER, (size_t)name))
-        return npz_fail(src, "zip", "the local header of " MEMBER " names another file");
+        return pfl_npz_fail(src, "zip", "the local header of " MEMBER " names another file");
     if (start > z->cd_offset || m->comp > z->cd_offset - start)
-        return npz_fail(src, "zip", MEMBER " declares %llu compressed bytes, more than the file holds before its "
+        return pfl_npz_fail(src, "zip", MEMBER " declares %llu compressed bytes, more than the file holds before its "
                         "directory (truncated?)", (unsigned long long)m->comp);
     *data = z->buf + start;
     return 0;
@@ -164,15 +164,15 @@ static int locate_data(const npz_source *src, const zip_index *z, const zip_memb
 /* Inflates (or copies) the member into a buffer of its declared size. */
 static int decode_member(const npz_source *src, const zip_member *m, const uint8_t *data, uint8_t **out) {
     *out = NULL;
-    if (m->flags & 1) return npz_fail(src, "zip", MEMBER " is encrypted");
+    if (m->flags & 1) return pfl_npz_fail(src, "zip", MEMBER " is encrypted");
     if (m->method != METHOD_STORED && m->method != METHOD_DEFLATED)
-        return npz_fail(src, "zip", MEMBER "'s compression method %u is neither stored (0) nor deflated (8)", m->method);
+        return pfl_npz_fail(src, "zip", MEMBER "'s compression method %u is neither stored (0) nor deflated (8)", m->method);
     if (m->method == METHOD_STORED ? m->uncomp != m->comp : m->uncomp / DEFLATE_MAX_RATIO > m->comp)
-        return npz_fail(src, "zip", MEMBER " declares %llu bytes, more than its %llu %s bytes can hold",
+        return pfl_npz_fail(src, "zip", MEMBER " declares %llu bytes, more than its %llu %s bytes can hold",
                         (unsigned long long)m->uncomp, (unsigned long long)m->comp,
                         m->method == METHOD_STORED ? "stored" : "compressed");
     if (m->uncomp > (uint64_t)SIZE_MAX / 2)
-        return npz_fail(src, "zip", MEMBER " is too large (%llu bytes)", (unsigned long long)m->uncomp);
+        return pfl_npz_fail(src, "zip", MEMBER " is too large (%llu bytes)", (unsigned long long)m->uncomp);
     uint8_t *buf = pfl_malloc((size_t)m->uncomp);
     if (!buf) return -1;
     if (m->method == METHOD_STORED) {
@@ -181,7 +181,7 @@ static int decode_member(const npz_source *src, const zip_member *m, const uint8
         z_stream s = {0};
         if (inflateInit2(&s, -MAX_WBITS) != Z_OK) {
             free(buf);
-            return npz_fail(src, "zip", "zlib cannot start inflating");
+            return pfl_npz_fail(src, "zip", "zlib cannot start inflating");
         }
         int rc = Z_OK;
         uint64_t in_done = 0, out_done = 0;
@@ -198,10 +198,10 @@ static int decode_member(const npz_source *src, const zip_member *m, const uint8
         if (rc != Z_STREAM_END || out_done != m->uncomp || in_done != m->comp) {
             free(buf);
             if (rc == Z_STREAM_END)
-                return npz_fail(src, "zip", MEMBER " inflates to %llu bytes from %llu, not the %llu from %llu its "
+                return pfl_npz_fail(src, "zip", MEMBER " inflates to %llu bytes from %llu, not the %llu from %llu its "
                                 "directory declares", (unsigned long long)out_done, (unsigned long long)in_done,
                                 (unsigned long long)m->uncomp, (unsigned long long)m->comp);
-            return npz_fail(src, "zip", MEMBER "'s deflate stream is %s after %llu of %llu bytes",
+            return pfl_npz_fail(src, "zip", MEMBER "'s deflate stream is %s after %llu of %llu bytes",
                             rc == Z_DATA_ERROR ? "corrupt" : "cut short or longer than declared",
                             (unsigned long long)out_done, (unsigned long long)m->uncomp);
         }
@@ -213,7 +213,7 @@ static int decode_member(const npz_source *src, const zip_member *m, const uint8
     }
     if ((uint32_t)crc != m->crc) {
         free(buf);
-        return npz_fail(src, "zip", MEMBER "'s CRC-32 is %08lx, its directory says %08x", (unsigned long)crc, m->crc);
+        return pfl_npz_fail(src, "zip", MEMBER "'s CRC-32 is %08lx, its directory says %08x", (unsigned long)crc, m->crc);
     }
     *out = buf;
     return 0;
@@ -270,19 +270,19 @@ static int parse_header(const npz_source *src, const char *text, size_t len) {
             size_t vn;
             if (!take_string(&c, &v, &vn)) goto malformed;
             if (vn != 2 || memcmp(v, "|O", 2))
-                return npz_fail(src, MEMBER, "descr '%s': expected '|O' (a pickled object, as PFLlib's files hold)",
+                return pfl_npz_fail(src, MEMBER, "descr '%s': expected '|O' (a pickled object, as PFLlib's files hold)",
                                 pfl_quote(shown, sizeof shown, v, vn, 16));
             descr++;
         } else if (n == 13 && !memcmp(key, "fortran_order", 13)) {
-            if (take_word(&c, "True")) return npz_fail(src, MEMBER, "fortran_order True: expected False");
+            if (take_word(&c, "True")) return pfl_npz_fail(src, MEMBER, "fortran_order True: expected False");
             if (!take_word(&c, "False")) goto malformed;
             fortran++;
         } else if (n == 5 && !memcmp(key, "shape", 5)) {
             if (!take(&c, '(')) goto malformed;
-            if (!take(&c, ')')) return npz_fail(src, MEMBER, "shape is not (): expected one pickled object");
+            if (!take(&c, ')')) return pfl_npz_fail(src, MEMBER, "shape is not (): expected one pickled object");
             shape++;
         } else {
-            return npz_fail(src, MEMBER, "unexpected header key '%s'", pfl_quote(shown, sizeof shown, key, n, 16));
+            return pfl_npz_fail(src, MEMBER, "unexpected header key '%s'", pfl_quote(shown, sizeof shown, key, n, 16));
         }
         if (!take(&c, ',') && !(skip_spaces(&c), c.p < c.end && *c.p == '}')) goto malformed;
     }
@@ -290,21 +290,21 @@ static int parse_header(const npz_source *src, const char *text, size_t len) {
     if (c.p != c.end || descr != 1 || fortran != 1 || shape != 1) goto malformed;
     return 0;
 malformed:
-    return npz_fail(src, MEMBER, "malformed header '%s'", pfl_quote(shown, sizeof shown, text, len, 12));
+    return pfl_npz_fail(src, MEMBER, "malformed header '%s'", pfl_quote(shown, sizeof shown, text, len, 12));
 }
 
 /* The payload after data.npy's magic, version and header. */
 static int npy_payload(const npz_source *src, const uint8_t *npy, size_t size, size_t *start) {
     static const uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-    if (size < 10 || memcmp(npy, magic, 6)) return npz_fail(src, MEMBER, "not a .npy file (no \\x93NUMPY magic)");
+    if (size < 10 || memcmp(npy, magic, 6)) return pfl_npz_fail(src, MEMBER, "not a .npy file (no \\x93NUMPY magic)");
     const int major = npy[6];
     if (major < 1 || major > 3 || npy[7] != 0)
-        return npz_fail(src, MEMBER, "format version %d.%d, expected 1.0, 2.0 or 3.0", npy[6], npy[7]);
+        return pfl_npz_fail(src, MEMBER, "format version %d.%d, expected 1.0, 2.0 or 3.0", npy[6], npy[7]);
     const size_t at = major == 1 ? 10 : 12;
-    if (size < at) return npz_fail(src, MEMBER, "cut short in its header");
+    if (size < at) return pfl_npz_fail(src, MEMBER, "cut short in its header");
     const uint64_t len = major == 1 ? le16(npy + 8) : le32(npy + 8);
     if (len > size - at)
-        return npz_fail(src, MEMBER, "header of %llu bytes, more than the %zu there", (unsigned long long)len, size - at);
+        return pfl_npz_fail(src, MEMBER, "header of %llu bytes, more than the %zu there", (unsigned long long)len, size - at);
     if (parse_header(src, (const char *)npy + at, (size_t)len)) return -1;
     *start = at + (size_t)len;
     return 0;
@@ -315,15 +315,15 @@ static int npy_payload(const npz_source *src, const uint8_t *npy, size_t size, s
 static int read_whole(const npz_source *src, uint8_t **buf, size_t *size) {
     *buf = NULL;
     FILE *f = fopen(src->path, "rb");
-    if (!f) return npz_fail(src, "file", "cannot open: %s", strerror(errno));
+    if (!f) return pfl_npz_fail(src, "file", "cannot open: %s", strerror(errno));
     struct stat st;
     int rc = -1;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0) {
-        npz_fail(src, "file", "not a regular file");
+        pfl_npz_fail(src, "file", "not a regular file");
     } else if ((*buf = pfl_malloc((size_t)st.st_size))) {
         *size = (size_t)st.st_size;
         if (fread(*buf, 1, *size, f) == *size) rc = 0;
-        else npz_fail(src, "file", "read error: %s", strerror(errno));
+        else pfl_npz_fail(src, "file", "read error: %s", strerror(errno));
     }
     fclose(f);
     if (rc) free(*buf), *buf = NULL;
@@ -346,7 +346,7 @@ int pfl_npz_read_xy(const char *path, const char *what, pfl_npz_xy *out) {
                  : 0;
     free(file);
     if (rc == 0 && (npy_payload(&src, npy, (size_t)m.uncomp, &start) ||
-                    npz_unpickle_xy(&src, npy + start, (size_t)m.uncomp - start, out)))
+                    pfl_npz_unpickle_xy(&src, npy + start, (size_t)m.uncomp - start, out)))
         rc = -1;
     if (rc) {
         free(npy);

@@ -1,6 +1,7 @@
 /* Inside the reader of PFLlib's client files (data.h, "PFLlib folders"):
  * the zip layer (npz.c) hands the bytes of data.npy to the unpickler
- * (pickle.c). Private to src/data/. */
+ * (pickle.c). Private to src/data/ (not in pfl.h): the functions carry pfl_
+ * only so that libpfl defines no global name outside its prefix. */
 #ifndef PFL_DATA_NPZ_H
 #define PFL_DATA_NPZ_H
 
@@ -18,12 +19,12 @@ typedef struct {
 
 /* pfl_err("WHAT: PATH: FIELD: ...") in one line: returns -1 (in pickle.c,
  * which the zip layer calls and which calls nothing back). */
-int npz_fail(const npz_source *src, const char *field, const char *fmt, ...) PFL_PRINTF(3, 4);
+int pfl_npz_fail(const npz_source *src, const char *field, const char *fmt, ...) PFL_PRINTF(3, 4);
 
 /* Unpickles the payload of data.npy (after its header: npy[0..size)),
  * numpy's pickle of a 0-d object array holding {'x': ..., 'y': ...}, into
  * out (x, y pointing into npy; text rows copied out). 0, or -1 with a
  * message naming src and the field. */
-int npz_unpickle_xy(const npz_source *src, const uint8_t *npy, size_t size, pfl_npz_xy *out);
+int pfl_npz_unpickle_xy(const npz_source *src, const uint8_t *npy, size_t size, pfl_npz_xy *out);
 
 #endif

@@ -60,7 +60,7 @@ typedef struct {
     const char *field;      /* "x" or "y" once that key is read (the array after it is that field), else "pickle" */
 } machine;
 
-int npz_fail(const npz_source *src, const char *field, const char *fmt, ...) {
+int pfl_npz_fail(const npz_source *src, const char *field, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -76,7 +76,7 @@ static int fail(machine *m, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return npz_fail(m->src, m->field, "%s (pickle opcode at byte %zu)", msg, m->op_at);
+    return pfl_npz_fail(m->src, m->field, "%s (pickle opcode at byte %zu)", msg, m->op_at);
 }
 
 /* Room for `need` elements in *arr (capacity *cap), within the budget. */
@@ -511,9 +511,9 @@ static int run(machine *m, cell *result) {
 
 static int numeric_array(machine *m, const char *field, cell c, pfl_npy_array *out) {
     const object *a = obj(m, c, O_ARRAY);
-    if (!a || !a->built) return npz_fail(m->src, field, "not a numpy array");
-    if (a->type == T_OBJECT) return npz_fail(m->src, field, "an object array, expected numbers");
-    if (a->ndim < 1) return npz_fail(m->src, field, "a 0-d array, expected one row per sample");
+    if (!a || !a->built) return pfl_npz_fail(m->src, field, "not a numpy array");
+    if (a->type == T_OBJECT) return pfl_npz_fail(m->src, field, "an object array, expected numbers");
+    if (a->ndim < 1) return pfl_npz_fail(m->src, field, "a 0-d array, expected one row per sample");
     out->type = (pfl_npy_type)a->type, out->ndim = a->ndim, out->count = a->count, out->data = a->data.p;
     memcpy(out->shape, a->shape, sizeof out->shape);
     return 0;
@@ -522,7 +522,7 @@ static int numeric_array(machine *m, const char *field, cell c, pfl_npy_array *o
 /* PFLlib's text rows: an N x 2 object array of (token list, length). */
 static int text_rows(machine *m, const object *a, pfl_npz_xy *out) {
     if (a->ndim != 2 || a->shape[1] != 2)
-        return npz_fail(m->src, "x", "an object array of shape other than N x 2 (PFLlib's text rows: tokens, length)");
+        return pfl_npz_fail(m->src, "x", "an object array of shape other than N x 2 (PFLlib's text rows: tokens, length)");
     const object *items = &m->objs[a->data.i];
     const long long rows = a->shape[0];
     long long len = -1, total = 0;
@@ -530,14 +530,14 @@ static int text_rows(machine *m, const object *a, pfl_npz_xy *out) {
         const cell t = items->items[2 * r], n = items->items[2 * r + 1];
         const object *tokens = obj(m, t, O_LIST) ? obj(m, t, O_LIST) : obj(m, t, O_TUPLE);
         if (!tokens || n.kind != K_INT)
-            return npz_fail(m->src, "x", "row %lld is not (a list of token ids, a length)", r);
+            return pfl_npz_fail(m->src, "x", "row %lld is not (a list of token ids, a length)", r);
         if (len >= 0 && (long long)tokens->n != len)
-            return npz_fail(m->src, "x", "row %lld holds %zu tokens, row 0 %lld (PFLlib pads rows to one length)", r,
+            return pfl_npz_fail(m->src, "x", "row %lld holds %zu tokens, row 0 %lld (PFLlib pads rows to one length)", r,
                             tokens->n, len);
         len = (long long)tokens->n;
         total += len;
         if (total > m->ints_read) /* rows that share one list would allocate more than the file spelled out */
-            return npz_fail(m->src, "x", "%lld rows of %lld tokens: more ids than the pickle's %lld integers", rows,
+            return pfl_npz_fail(m->src, "x", "%lld rows of %lld tokens: more ids than the pickle's %lld integers", rows,
                             len, m->ints_read);
     }
     out->rows = rows, out->row_len = len < 0 ? 0 : len;
@@ -548,7 +548,7 @@ static int text_rows(machine *m, const object *a, pfl_npz_xy *out) {
         const object *tokens = &m->objs[items->items[2 * r].i];
         for (long long j = 0; j < len; j++) {
             const cell id = tokens->items[j];
-            if (id.kind != K_INT) return npz_fail(m->src, "x", "row %lld, token %lld is not an integer", r, j);
+            if (id.kind != K_INT) return pfl_npz_fail(m->src, "x", "row %lld, token %lld is not an integer", r, j);
             out->tokens[r * len + j] = id.i;
         }
         out->lengths[r] = items->items[2 * r + 1].i;
@@ -560,25 +560,25 @@ static int text_rows(machine *m, const object *a, pfl_npz_xy *out) {
 static int take_xy(machine *m, cell top, pfl_npz_xy *out) {
     const object *outer = obj(m, top, O_ARRAY);
     if (!outer || !outer->built || outer->type != T_OBJECT || outer->ndim != 0)
-        return npz_fail(m->src, "pickle", "not a 0-d object array (what np.savez makes of PFLlib's dict)");
+        return pfl_npz_fail(m->src, "pickle", "not a 0-d object array (what np.savez makes of PFLlib's dict)");
     const object *list = &m->objs[outer->data.i];
     const object *dict = list->n == 1 ? obj(m, list->items[0], O_DICT) : NULL;
-    if (!dict) return npz_fail(m->src, "pickle", "the array does not hold a dict");
+    if (!dict) return pfl_npz_fail(m->src, "pickle", "the array does not hold a dict");
     cell x = {K_NONE, 0, NULL}, y = x;
     for (size_t k = 0; k + 1 < dict->n; k += 2) {
         cell *slot = is_text(dict->items[k], "x") ? &x : is_text(dict->items[k], "y") ? &y : NULL;
-        if (slot && slot->kind != K_NONE) return npz_fail(m->src, "pickle", "the dict holds a key twice");
+        if (slot && slot->kind != K_NONE) return pfl_npz_fail(m->src, "pickle", "the dict holds a key twice");
         if (slot) *slot = dict->items[k + 1];
     }
     if (x.kind == K_NONE || y.kind == K_NONE)
-        return npz_fail(m->src, "pickle", "the dict lacks '%s' (PFLlib's files hold 'x' and 'y')", x.kind == K_NONE ? "x" : "y");
+        return pfl_npz_fail(m->src, "pickle", "the dict lacks '%s' (PFLlib's files hold 'x' and 'y')", x.kind == K_NONE ? "x" : "y");
     if (numeric_array(m, "y", y, &out->y)) return -1;
     const object *xa = obj(m, x, O_ARRAY);
     if (xa && xa->built && xa->type == T_OBJECT) return text_rows(m, xa, out);
     return numeric_array(m, "x", x, &out->x);
 }
 
-int npz_unpickle_xy(const npz_source *src, const uint8_t *npy, size_t size, pfl_npz_xy *out) {
+int pfl_npz_unpickle_xy(const npz_source *src, const uint8_t *npy, size_t size, pfl_npz_xy *out) {
     machine m = {.src = src, .buf = npy, .size = size, .field = "pickle"};
     m.budget = size > (SIZE_MAX - BASE_BUDGET) / BYTES_PER_PICKLE_BYTE ? SIZE_MAX : size * BYTES_PER_PICKLE_BYTE + BASE_BUDGET;
     cell top = {0};
