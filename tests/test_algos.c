@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "algos/algos.h"
-#include "algos/prox.h"
 #include "check.h"
 #include "fl/fl.h"
 #include "nn/model.h"
@@ -57,11 +56,11 @@ static void test_fedrep_frozen(void) {
 
     /* head phase: base frozen */
     bool base_frozen[PFL_MAX_LAYERS] = {true, false}, head_frozen[PFL_MAX_LAYERS] = {false, true};
-    pfl_train_opts o = pfl_train_opts_default(fl);
+    pfl_step o = pfl_step_default(fl);
     o.epochs = 2;
-    o.frozen = base_frozen;
+    o.opt.frozen = base_frozen;
     pfl_train_stats st = {0};
-    pfl_local_sgd(fl, 0, w, model, &o, &st);
+    pfl_step_run(fl, 0, w, model, &o, &st);
     CHECK(tiny_same(model, before, 0, base), "base frozen: base changed in %zu elements",
           tiny_count_diff(model, before, 0, base));
     size_t head_moved = tiny_count_diff(model, before, base, P - base);
@@ -71,9 +70,9 @@ static void test_fedrep_frozen(void) {
     /* base phase: head frozen */
     memcpy(before, model, P * sizeof(float));
     o.epochs = 1;
-    o.frozen = head_frozen;
+    o.opt.frozen = head_frozen;
     memset(&st, 0, sizeof st);
-    pfl_local_sgd(fl, 1, w, model, &o, &st);
+    pfl_step_run(fl, 1, w, model, &o, &st);
     CHECK(tiny_same(model, before, base, P - base), "head frozen: head changed in %zu elements",
           tiny_count_diff(model, before, base, P - base));
     size_t base_moved = tiny_count_diff(model, before, 0, base);
@@ -83,9 +82,9 @@ static void test_fedrep_frozen(void) {
     /* everything frozen: nothing moves, nothing counted */
     bool all[PFL_MAX_LAYERS] = {true, true};
     memcpy(before, model, P * sizeof(float));
-    o.frozen = all;
+    o.opt.frozen = all;
     memset(&st, 0, sizeof st);
-    pfl_local_sgd(fl, 0, w, model, &o, &st);
+    pfl_step_run(fl, 0, w, model, &o, &st);
     CHECK(tiny_same(model, before, 0, P) && st.samples == 0, "all frozen: model moved or samples %ld", st.samples);
 
     /* the algorithm's local training runs both phases: head_epochs (2) on
@@ -243,20 +242,27 @@ static void test_prox_hook(void) {
     tiny_fill(anchor, P, -1, 1, &r);
     tiny_fill(g0, P, -1, 1, &r);
     memcpy(g, g0, P * sizeof(float));
-    pfl_prox prox = {0.25f, anchor};
-    pfl_prox_hook(&prox, &m, params, g);
+    /* the CPU executor's proximal term, g += mu (w - anchor), on the whole vector */
+    pfl_exec *x = pfl_exec_create(&pfl_backend_cpu, &m, NULL, 1);
+    if (!x) exit(2);
+    pfl_xbuf gv = pfl_exec_view(x, g, P, true), pv = pfl_exec_view_const(x, params, P), av = pfl_exec_view_const(x, anchor, P);
+    pfl_exec_prox(x, &gv, &pv, &av, 0.25f, 0, P);
     double worst = 0.0;
     for (size_t i = 0; i < P; i++) worst = fmax(worst, fabs(g[i] - (g0[i] + 0.25 * ((double)params[i] - anchor[i]))));
-    CHECK(worst <= 1e-6, "prox hook: max error %g", worst);
+    CHECK(worst <= 1e-6, "prox term: max error %g", worst);
     /* by hand: g = 1, w = 2, anchor = 0.5, mu = 0.25 -> 1 + 0.25 * 1.5 = 1.375 */
     params[7] = 2.0f, anchor[7] = 0.5f, g[7] = 1.0f;
-    pfl_prox_hook(&prox, &m, params, g);
-    CHECK(g[7] == 1.375f, "prox hook by hand: %g", g[7]);
-    /* mu = 0 adds nothing */
+    pfl_exec_prox(x, &gv, &pv, &av, 0.25f, 7, 1);
+    CHECK(g[7] == 1.375f, "prox term by hand: %g", g[7]);
+    /* mu = 0 adds nothing; a span leaves the rest alone */
     memcpy(g, g0, P * sizeof(float));
-    prox.mu = 0.0f;
-    pfl_prox_hook(&prox, &m, params, g);
+    pfl_exec_prox(x, &gv, &pv, &av, 0.0f, 0, P);
     CHECK(tiny_same(g, g0, 0, P), "mu = 0 changed the gradient");
+    pfl_exec_prox(x, &gv, &pv, &av, 0.5f, 10, 5);
+    CHECK(tiny_same(g, g0, 0, 10) && tiny_same(g, g0, 15, P - 15) && !tiny_same(g, g0, 10, 5),
+          "a span's term changed only that span");
+    pfl_exec_unview(x, &gv), pfl_exec_unview(x, &pv), pfl_exec_unview(x, &av);
+    pfl_exec_destroy(x);
     free(params), free(anchor), free(g), free(g0);
 }
 

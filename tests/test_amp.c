@@ -177,11 +177,9 @@ static void test_fedamp_server(void) {
     memcpy(b, a, P * sizeof(float));
     pfl_train_stats s1 = {0}, s2 = {0};
     fl->algo->local_train(fl, 0, w, a, &s1);
-    pfl_layer_prox prox = {{0}, {0}};
-    for (int l = 0; l < f.m.num_layers; l++) prox.coef[l] = cfg.algo.amp_lambda / cfg.algo.amp_alpha, prox.anchor[l] = u0;
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.grad_hook = pfl_layer_prox_hook, o.hook_ctx = &prox;
-    pfl_local_sgd(fl, 0, w, b, &o, &s2);
+    pfl_step o = pfl_step_default(fl);
+    pfl_step_add_prox(&o, cfg.algo.amp_lambda / cfg.algo.amp_alpha, u0, 0, P);
+    pfl_step_run(fl, 0, w, b, &o, &s2);
     size_t bad = 0;
     for (size_t i = 0; i < P; i++) bad += !check_close(a[i], b[i], 1e-6);
     CHECK(bad == 0, "fedamp training = SGD with lambda/alpha (w - u_0), u_0 fused on whole models (%zu off)", bad);
@@ -205,16 +203,21 @@ static void test_cfr_hook(void) {
     pfl_rng r = tiny_rng(8);
     float *fused = tiny_floats(P), *params = tiny_floats(P), *grads = tiny_floats(P);
     tiny_fill(fused, P, -1, 1, &r), tiny_fill(params, P, -1, 1, &r), tiny_fill(fl->global, P, -1, 1, &r);
-    /* the hook alone, as pFedCFR sets it up: lambda/alpha = 0.5 on layer 0, mu = 0.25 on layer 1 */
-    pfl_layer_prox prox = {{0.5f, 0.25f}, {fused, fl->global}};
+    /* the executor's proximal terms alone, as pFedCFR sets them up: lambda/alpha = 0.5 on layer 0, mu = 0.25
+     * on layer 1 */
+    pfl_exec *x = fl->workers[0].exec;
     for (size_t i = 0; i < P; i++) grads[i] = 1.0f;
-    pfl_layer_prox_hook(&prox, m, params, grads);
+    pfl_xbuf gv = pfl_exec_view(x, grads, P, true), pv = pfl_exec_view_const(x, params, P);
+    pfl_xbuf fv = pfl_exec_view_const(x, fused, P), glv = pfl_exec_view_const(x, fl->global, P);
+    pfl_exec_prox(x, &gv, &pv, &fv, 0.5f, 0, off1);
+    pfl_exec_prox(x, &gv, &pv, &glv, 0.25f, off1, P - off1);
+    pfl_exec_unview(x, &gv), pfl_exec_unview(x, &pv), pfl_exec_unview(x, &fv), pfl_exec_unview(x, &glv);
     size_t bad = 0;
     for (size_t i = 0; i < P; i++) {
         const double want = 1.0 + (i < off1 ? 0.5 * ((double)params[i] - fused[i]) : 0.25 * ((double)params[i] - fl->global[i]));
         bad += !check_close(grads[i], want, 1e-6);
     }
-    CHECK(bad == 0, "hook: (lambda/alpha)(v - v_fused) on layer 0, mu (v - v_global) on layer 1 (%zu off)", bad);
+    CHECK(bad == 0, "prox terms: (lambda/alpha)(v - v_fused) on layer 0, mu (v - v_global) on layer 1 (%zu off)", bad);
 
     /* pFedCFR's training uses exactly that hook: give the server fused
      * layers (a round of aggregation), then train both ways */
@@ -235,18 +238,17 @@ static void test_cfr_hook(void) {
     for (size_t i = 0; i < P; i += 7) a[i] += 0.3f, b[i] += 0.3f;
     pfl_train_stats s1 = {0}, s2 = {0};
     fl->algo->local_train(fl, 1, w, a, &s1);
-    pfl_layer_prox p2 = {{0.5f, 0.25f}, {state, fl->global}};
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.grad_hook = pfl_layer_prox_hook, o.hook_ctx = &p2;
-    pfl_local_sgd(fl, 1, w, b, &o, &s2);
-    CHECK(tiny_same(a, b, 0, P), "pfedcfr training = SGD with the hook toward [fused, global] (%zu differ)",
+    pfl_step o = pfl_step_default(fl);
+    pfl_step_add_prox(&o, 0.5f, state, 0, off1);
+    pfl_step_add_prox(&o, 0.25f, fl->global, off1, P - off1);
+    pfl_step_run(fl, 1, w, b, &o, &s2);
+    CHECK(tiny_same(a, b, 0, P), "pfedcfr training = SGD with prox terms toward [fused, global] (%zu differ)",
           tiny_count_diff(a, b, 0, P));
     /* and the coefficients matter: swapped, the result differs */
-    pfl_layer_prox p3 = {{0.25f, 0.5f}, {state, fl->global}};
+    o.prox[0].mu = 0.25f, o.prox[1].mu = 0.5f;
     memcpy(b, state, P * sizeof(float));
     for (size_t i = 0; i < P; i += 7) b[i] += 0.3f;
-    o.hook_ctx = &p3;
-    pfl_local_sgd(fl, 1, w, b, &o, &s2);
+    pfl_step_run(fl, 1, w, b, &o, &s2);
     CHECK(!tiny_same(a, b, 0, P), "swapped coefficients give another model");
     for (int k = 0; k < 2; k++) free(up[k]);
     free(fused), free(params), free(grads), free(a), free(b), free(built);
@@ -256,7 +258,7 @@ static void test_cfr_hook(void) {
 /* ---- local steps ---- */
 
 static int hook_calls;
-static void count_hook(const void *ctx, const pfl_model *m, const float *params, float *grads) {
+static void count_hook(void *ctx, const pfl_model *m, const float *params, float *grads) {
     (void)ctx, (void)m, (void)params, (void)grads;
     hook_calls++;
 }
@@ -269,8 +271,8 @@ static void test_local_steps(void) {
     pfl_fl *fl = &f.fl;
     const size_t P = f.m.num_params;
     float *model = tiny_floats(P);
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.grad_hook = count_hook;
+    pfl_step o = pfl_step_default(fl);
+    pfl_step_add_grad(&o, count_hook, NULL);
     const int steps[4] = {1, 3, 5, 7};
     const long samples[4] = {4, 10, 18, 24};
     for (int t = 0; t < 4; t++) {
@@ -278,7 +280,7 @@ static void test_local_steps(void) {
         pfl_train_stats s = {0};
         hook_calls = 0;
         o.steps = steps[t], o.epochs = 1;
-        pfl_local_sgd(fl, 0, &fl->workers[0], model, &o, &s);
+        pfl_step_run(fl, 0, &fl->workers[0], model, &o, &s);
         CHECK(hook_calls == steps[t] && s.samples == samples[t], "steps %d: %d batches, %ld samples", steps[t],
               hook_calls, s.samples);
         CHECK(s.last_epoch_samples > 0 && s.last_epoch_samples <= 10, "steps %d: last pass %ld samples", steps[t],
@@ -288,23 +290,24 @@ static void test_local_steps(void) {
     hook_calls = 0;
     o.steps = 0, o.epochs = 2;
     pfl_train_stats s = {0};
-    pfl_local_sgd(fl, 0, &fl->workers[0], model, &o, &s);
+    pfl_step_run(fl, 0, &fl->workers[0], model, &o, &s);
     CHECK(hook_calls == 6 && s.samples == 20 && s.last_epoch_samples == 10, "epochs 2: %d batches", hook_calls);
     /* steps equal to one pass = one epoch, bitwise */
     float *a = tiny_floats(P), *b = tiny_floats(P);
     memcpy(a, fl->global, P * sizeof(float)), memcpy(b, fl->global, P * sizeof(float));
-    o.grad_hook = NULL;
+    o.num_grads = 0;
     o.steps = 3, o.epochs = 1;
-    pfl_local_sgd(fl, 0, &fl->workers[0], a, &o, &s);
+    pfl_step_run(fl, 0, &fl->workers[0], a, &o, &s);
     o.steps = 0;
-    pfl_local_sgd(fl, 0, &fl->workers[0], b, &o, &s);
+    pfl_step_run(fl, 0, &fl->workers[0], b, &o, &s);
     CHECK(tiny_same(a, b, 0, P), "3 steps = 1 epoch of 3 batches");
     /* --local-steps 2: each of 2 epochs is 2 batches (4 + 4, then 2 + 4 after the reshuffle) */
     fl->cfg.algo.local_steps = 2;
     hook_calls = 0;
-    o.grad_hook = count_hook, o.steps = 0, o.epochs = 2;
+    pfl_step_add_grad(&o, count_hook, NULL);
+    o.steps = 0, o.epochs = 2;
     s = (pfl_train_stats){0};
-    pfl_local_sgd(fl, 0, &fl->workers[0], model, &o, &s);
+    pfl_step_run(fl, 0, &fl->workers[0], model, &o, &s);
     CHECK(hook_calls == 4 && s.samples == 14 && s.last_epoch_samples == 4, "local-steps 2, epochs 2: %d batches, %ld samples",
           hook_calls, s.samples);
     free(a), free(b), free(model);

@@ -301,7 +301,7 @@ static void test_lr_decay(void) {
     CHECK(pfl_round_lr(&fl) == 0.05f, "round 1: %g", pfl_round_lr(&fl));
     fl.round = 3;
     CHECK(check_close(pfl_round_lr(&fl), 0.05 * 0.95 * 0.95, 1e-6), "round 3: %g", pfl_round_lr(&fl));
-    CHECK(check_close(pfl_train_opts_default(&fl).lr, 0.05 * 0.95 * 0.95, 1e-6), "train opts follow the decay");
+    CHECK(check_close(pfl_step_default(&fl).opt.lr, 0.05 * 0.95 * 0.95, 1e-6), "train opts follow the decay");
     fl.cfg.lr_decay = 0.0f;
     CHECK(pfl_round_lr(&fl) == 0.05f, "decay 0 means none");
 }

@@ -99,7 +99,6 @@ static void test_fedrod_model(void) {
     float *initial_head = tiny_floats(303);
     memcpy(initial_head, fl->global + m->layers[1].offset, 303 * sizeof(float));
     CHECK(pfl_fl_run(fl, NULL, NULL) == 0, "fedrod runs: %s", pfl_errmsg());
-    pfl_worker *w = &fl->workers[0];
     float *personal = tiny_floats(P);
     const float *pm = pfl_algo_fedrod.personal_model(fl, 0, personal);
     CHECK(pm == personal, "fedrod builds the personalized model in scratch");
@@ -112,11 +111,12 @@ static void test_fedrod_model(void) {
     CHECK(out->length == 303 && moved > 0, "personal head of client 0 not trained");
     CHECK(tiny_same(personal, fl->global, 0, out->offset), "personalized body is not the global one");
     const int idx[2] = {8, 9};
-    pfl_dataset_gather(fl->data, idx, 2, w->x, w->y);
+    tiny_batch tb = tiny_batch_of(fl->model, fl->data, idx, 2);
     float g[6], feat[200], mixed[6];
-    memcpy(g, pfl_forward(w->ws, fl->global, w->x, 2, false, NULL), sizeof g);
-    memcpy(feat, pfl_workspace_layer_input(w->ws, 1), sizeof feat);
-    memcpy(mixed, pfl_forward(w->ws, personal, w->x, 2, false, NULL), sizeof mixed);
+    memcpy(g, pfl_forward(tb.ws, fl->global, tb.x, 2, false, NULL), sizeof g);
+    memcpy(feat, pfl_workspace_layer_input(tb.ws, 1), sizeof feat);
+    memcpy(mixed, pfl_forward(tb.ws, personal, tb.x, 2, false, NULL), sizeof mixed);
+    tiny_batch_free(&tb);
     for (int n = 0; n < 2; n++)
         for (int c = 0; c < C; c++) {
             double p = head[(size_t)D * C + c];
@@ -221,24 +221,24 @@ static void test_apfl_alpha(void) {
     tiny_fed f;
     tiny_fed_init(&f, &pfl_algo_apfl, cfg, n_train, n_test);
     const size_t P = f.m.num_params;
-    pfl_worker *wk = &f.fl.workers[0];
     float *vv = tiny_floats(P), *ww = tiny_floats(P), *mixed = tiny_floats(P), *grads = tiny_floats(P);
     pfl_rng r = tiny_rng(3);
     tiny_fill(vv, P, -0.3, 0.3, &r);
     tiny_fill(ww, P, -0.3, 0.3, &r);
     const int idx[4] = {0, 1, 2, 3};
-    pfl_dataset_gather(f.fl.data, idx, 4, wk->x, wk->y);
+    tiny_batch wk = tiny_batch_of(&f.m, f.fl.data, idx, 4);
     const float alpha = 0.4f;
     pfl_apfl_mix(mixed, vv, ww, alpha, P);
-    pfl_forward_loss(wk->ws, mixed, wk->x, wk->y, 4, false, NULL);
-    pfl_backward(wk->ws, mixed, wk->y, grads);
+    pfl_forward_loss(wk.ws, mixed, wk.x, wk.y, 4, false, NULL);
+    pfl_backward(wk.ws, mixed, wk.y, grads);
     double dot = 0.0;
     for (size_t j = 0; j < P; j++) dot += (double)(vv[j] - ww[j]) * grads[j];
     const float h = 1e-3f; /* small enough that no ReLU changes side */
     pfl_apfl_mix(mixed, vv, ww, alpha + h, P);
-    const double up = pfl_forward_loss(wk->ws, mixed, wk->x, wk->y, 4, false, NULL);
+    const double up = pfl_forward_loss(wk.ws, mixed, wk.x, wk.y, 4, false, NULL);
     pfl_apfl_mix(mixed, vv, ww, alpha - h, P);
-    const double down = pfl_forward_loss(wk->ws, mixed, wk->x, wk->y, 4, false, NULL);
+    const double down = pfl_forward_loss(wk.ws, mixed, wk.x, wk.y, 4, false, NULL);
+    tiny_batch_free(&wk);
     const double fd = (up - down) / (2 * h);
     CHECK(fabs(dot - fd) <= 2e-3 * (fabs(fd) > 1 ? fabs(fd) : 1), "alpha gradient %g, central difference %g", dot,
           fd);

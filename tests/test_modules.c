@@ -90,7 +90,9 @@ typedef struct {
     int train[32];
     int n_train;
     float *global, *local;
-    pfl_workspace *ws, *ref_ws;
+    pfl_workspace *ref_ws;
+    pfl_exec *exec;         /* what ALA runs on (the CPU backend) */
+    pfl_xbuf gbuf;          /* grads, as the executor sees them */
     float *temp, *grads, *x;
     uint8_t *y;
     int *order;
@@ -113,25 +115,27 @@ static void ala_fixture_init(ala_fixture *f, int n_train, int max_batch, uint64_
     pfl_model_init_params(&f->m, f->global, &r);
     /* the local model differs everywhere, by a lot on the top layer */
     for (size_t i = 0; i < P; i++) f->local[i] = f->global[i] + (float)(pfl_rng_uniform(&r) - 0.5);
-    f->ws = pfl_workspace_create(&f->m, max_batch);
+    f->exec = pfl_exec_create(&pfl_backend_cpu, &f->m, &f->d, max_batch);
     f->ref_ws = pfl_workspace_create(&f->m, max_batch);
     f->temp = tiny_floats(P);
     f->grads = tiny_floats(P);
     f->x = tiny_floats((size_t)max_batch * 16);
     f->y = tiny_alloc((size_t)max_batch);
     f->order = tiny_alloc(sizeof(int) * (size_t)n_train);
-    if (!f->ws || !f->ref_ws) exit(2);
+    if (!f->exec || !f->ref_ws) exit(2);
+    f->gbuf = pfl_exec_view(f->exec, f->grads, P, true);
 }
 
 static void ala_fixture_free(ala_fixture *f) {
     tiny_dataset_free(&f->d);
     free(f->global), free(f->local), free(f->temp), free(f->grads), free(f->x), free(f->y), free(f->order);
-    pfl_workspace_free(f->ws);
+    pfl_exec_unview(f->exec, &f->gbuf);
+    pfl_exec_destroy(f->exec);
     pfl_workspace_free(f->ref_ws);
 }
 
 static pfl_ala_buffers ala_buffers(ala_fixture *f) {
-    pfl_ala_buffers b = {f->ws, f->temp, f->grads, f->x, f->y, f->order};
+    pfl_ala_buffers b = {f->exec, f->temp, &f->gbuf, f->order};
     return b;
 }
 
@@ -257,7 +261,7 @@ static void ala_one_epoch_case(const char *what, int n_train, float s, int batch
     float *local_before = tiny_floats(P);
     memcpy(local_before, f.local, P * sizeof(float));
     pfl_ala_buffers buf = ala_buffers(&f);
-    pfl_ala_report rep = pfl_ala_apply(&c, &cfg, m, &f.d, f.train, f.n_train, f.global, f.local, &buf, &rng);
+    pfl_ala_report rep = pfl_ala_apply(&c, &cfg, m, f.train, f.n_train, f.global, f.local, &buf, &rng);
 
     CHECK(!rep.skipped && rep.epochs == 1 && !rep.hit_max, "%s: skipped %d epochs %d hit_max %d", what, rep.skipped,
           rep.epochs, rep.hit_max);
@@ -313,7 +317,7 @@ static void test_ala_skip(void) {
     pfl_ala_config cfg = {1, 100.0f, 1.0f, 0.1f, 20, 10, 0};
     pfl_ala_buffers buf = ala_buffers(&f);
     pfl_rng rng = pfl_rng_stream(3, 1, 0, PFL_RNG_ALA);
-    pfl_ala_report rep = pfl_ala_apply(&c, &cfg, m, &f.d, f.train, f.n_train, f.global, f.local, &buf, &rng);
+    pfl_ala_report rep = pfl_ala_apply(&c, &cfg, m, f.train, f.n_train, f.global, f.local, &buf, &rng);
     CHECK(rep.skipped && rep.epochs == 0, "equal top layers: skipped %d epochs %d", rep.skipped, rep.epochs);
     CHECK(tiny_same(f.local, f.global, 0, P), "skipped: local must equal global everywhere");
     CHECK(c.weights[0] == 0.25f && c.weights[1] == 1.0f, "skipped: W unchanged");
@@ -337,7 +341,7 @@ static pfl_ala_report ala_first_round(ala_fixture *f, pfl_ala_client *c, float t
     pfl_ala_config cfg = {1, 100.0f, eta, threshold, max_epochs, batch, 0};
     pfl_ala_buffers buf = ala_buffers(f);
     pfl_rng rng = pfl_rng_stream(3, 2, 0, PFL_RNG_ALA);
-    return pfl_ala_apply(c, &cfg, &f->m, &f->d, f->train, f->n_train, f->global, f->local, &buf, &rng);
+    return pfl_ala_apply(c, &cfg, &f->m, f->train, f->n_train, f->global, f->local, &buf, &rng);
 }
 
 static void test_ala_first_round(void) {

@@ -162,9 +162,10 @@ static void test_apple_step(void) {
     /* the gradient of the batch's loss at w, by the model's own backward (the step is what is tested) */
     pfl_worker *wk = &fl->workers[0];
     const int B = 4;
-    pfl_dataset_gather(fl->data, f.part.clients[me].train, B, wk->x, wk->y);
-    pfl_forward_loss(wk->ws, model, wk->x, wk->y, B, true, NULL);
-    pfl_backward(wk->ws, model, wk->y, g);
+    tiny_batch tb = tiny_batch_of(fl->model, fl->data, f.part.clients[me].train, B);
+    pfl_forward_loss(tb.ws, model, tb.x, tb.y, B, true, NULL);
+    pfl_backward(tb.ws, model, tb.y, g);
+    tiny_batch_free(&tb);
     const double lambda_mu = 0.5 * 0.1, p0[N] = {4.0 / 24, 8.0 / 24, 12.0 / 24};
     double p_want[N];
     for (int j = 0; j < N; j++) {
@@ -176,7 +177,8 @@ static void test_apple_step(void) {
     float loss;
     int correct;
     pfl_rng dropout = tiny_rng(1);
-    pfl_apple_step(fl, me, wk, core, p, model, B, lambda_mu, &dropout, &loss, &correct);
+    pfl_exec_gather(wk->exec, f.part.clients[me].train, B); /* the same batch, in the worker's executor */
+    pfl_apple_step(fl, me, wk, core, p, model, lambda_mu, &dropout, &loss, &correct);
     for (int j = 0; j < N; j++) CHECK(check_close(p[j], p_want[j], 1e-6), "p_%d = %.8f, want %.8f", j, p[j], p_want[j]);
     CHECK(p[0] != 0.2f, "the DR vector moved");
     off = 0;
@@ -260,13 +262,15 @@ static void test_partialfed_gate_and_step(void) {
     }
     pfl_worker *wk = &fl->workers[0];
     const int B = 4;
-    pfl_dataset_gather(fl->data, f.part.clients[0].train, B, wk->x, wk->y);
+    tiny_batch tb = tiny_batch_of(fl->model, fl->data, f.part.clients[0].train, B);
     pfl_partialfed_build(m, hard, fl->global, own, out);
-    pfl_forward_loss(wk->ws, out, wk->x, wk->y, B, true, NULL);
-    pfl_backward(wk->ws, out, wk->y, g);
+    pfl_forward_loss(tb.ws, out, tb.x, tb.y, B, true, NULL);
+    pfl_backward(tb.ws, out, tb.y, g);
+    tiny_batch_free(&tb);
     float loss;
     int correct;
-    pfl_partialfed_strategy_step(fl, wk, own, z, tau, &gumbel, B, &loss, &correct);
+    pfl_exec_gather(wk->exec, f.part.clients[0].train, B);
+    pfl_partialfed_strategy_step(fl, wk, own, z, tau, &gumbel, &loss, &correct);
     for (int l = 0; l < 2; l++) {
         const size_t a = m->layers[l].offset, e = a + m->layers[l].length;
         double dy = 0;

@@ -24,7 +24,6 @@
 
 #include "algos/algos.h"
 #include "algos/amp.h"
-#include "algos/prox.h"
 #include "check.h"
 #include "fl/fl.h"
 #include "modules/modules.h"
@@ -313,7 +312,7 @@ static void test_split_by_hand(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fl->cfg.epochs = cases[i].E, fl->cfg.algo.local_steps = cases[i].K, fl->cfg.step_budget = cases[i].b;
-        pfl_train_opts a = pfl_train_opts_default(fl), b = pfl_train_opts_default(fl);
+        pfl_step a = pfl_step_default(fl), b = pfl_step_default(fl);
         pfl_split_round_steps(fl, cases[i].first, &a, &b);
         CHECK(a.steps == cases[i].s1 && b.steps == cases[i].s2 && a.epochs == cases[i].e1 && b.epochs == cases[i].e2,
               "case %zu: steps %d + %d, epochs %d + %d", i, a.steps, b.steps, a.epochs, b.epochs);
@@ -322,7 +321,7 @@ static void test_split_by_hand(void) {
 }
 
 /* Ditto's and FedRep's training is the two phases with the split's batches,
- * written out here with pfl_local_sgd. */
+ * written out here as local steps. */
 static void test_two_phase_training(void) {
     for (int k = 0; k < 2; k++) {
         const pfl_algo *algo = k ? &pfl_algo_fedrep : &pfl_algo_ditto;
@@ -337,26 +336,26 @@ static void test_two_phase_training(void) {
         float *model = tiny_floats(V), *want = tiny_floats(V), *want_personal = tiny_floats(V);
         memcpy(model, fl->global, V * sizeof(float)), memcpy(want, fl->global, V * sizeof(float));
         tiny_client_model(fl, 0, want_personal);
-        pfl_train_opts a = pfl_train_opts_default(fl), b = pfl_train_opts_default(fl);
+        pfl_step a = pfl_step_default(fl), b = pfl_step_default(fl);
         pfl_split_round_steps(fl, 2, &a, &b);
         CHECK(a.steps == 3 && b.steps == 2, "%s: 5 batches as 3 + 2 (%d + %d)", algo->name, a.steps, b.steps);
         pfl_train_stats s = {0}, t = {0};
         fl->algo->local_train(fl, 0, &fl->workers[0], model, &s);
-        bool base_frozen[PFL_MAX_LAYERS], head_frozen[PFL_MAX_LAYERS];
+        bool base_frozen[PFL_MAX_LAYERS] = {false}, head_frozen[PFL_MAX_LAYERS] = {false};
         for (int l = 0; l < f.m.num_layers; l++) base_frozen[l] = l < first_head, head_frozen[l] = l >= first_head;
         if (k == 0) { /* Ditto: the personal model with its proximal term, then the global copy */
-            pfl_prox prox = {cfg.algo.lambda, fl->global};
-            a.grad_hook = pfl_prox_hook, a.hook_ctx = &prox, a.shuffle = PFL_RNG_SHUFFLE_PERSONAL;
-            pfl_local_sgd(fl, 0, &fl->workers[0], want_personal, &a, &t);
-            pfl_local_sgd(fl, 0, &fl->workers[0], want, &b, &t);
+            pfl_step_add_prox(&a, cfg.algo.lambda, fl->global, 0, P);
+            a.shuffle = PFL_RNG_SHUFFLE_PERSONAL;
+            pfl_step_run(fl, 0, &fl->workers[0], want_personal, &a, &t);
+            pfl_step_run(fl, 0, &fl->workers[0], want, &b, &t);
             CHECK(tiny_same(model, want, 0, P), "ditto: the global copy trained %d batches", b.steps);
             CHECK(tiny_same(pfl_client_model(fl, 0), want_personal, 0, P), "ditto: the personal model trained %d",
                   a.steps);
         } else { /* FedRep: the head with the base frozen, then the base with the head frozen */
-            a.frozen = base_frozen;
-            pfl_local_sgd(fl, 0, &fl->workers[0], want, &a, &t);
-            b.frozen = head_frozen, b.shuffle = PFL_RNG_SHUFFLE_PERSONAL;
-            pfl_local_sgd(fl, 0, &fl->workers[0], want, &b, &t);
+            a.opt.frozen = base_frozen;
+            pfl_step_run(fl, 0, &fl->workers[0], want, &a, &t);
+            b.opt.frozen = head_frozen, b.shuffle = PFL_RNG_SHUFFLE_PERSONAL;
+            pfl_step_run(fl, 0, &fl->workers[0], want, &b, &t);
             CHECK(tiny_same(model, want, 0, P) && s.samples == t.samples, "fedrep: head %d then base %d batches",
                   a.steps, b.steps);
         }

@@ -12,6 +12,7 @@
 
 #include "data/data.h"
 #include "fl/fl.h"
+#include "fl/loop.h"
 #include "nn/model.h"
 #include "util/err.h"
 #include "util/rng.h"
@@ -157,6 +158,28 @@ static inline void tiny_fed_free(tiny_fed *f) {
     pfl_fl_destroy(&f->fl);
     tiny_partition_free(&f->part);
     tiny_dataset_free(&f->d);
+}
+
+
+/* A batch of the data's samples idx[0..n) and a workspace to run the model
+ * on it directly (the engine's functions, below the executor). */
+typedef struct {
+    pfl_workspace *ws;
+    float *x;
+    uint8_t *y;
+} tiny_batch;
+
+static inline tiny_batch tiny_batch_of(const pfl_model *m, const pfl_dataset *d, const int *idx, int n) {
+    tiny_batch b = {pfl_workspace_create(m, n), tiny_floats((size_t)n * (size_t)pfl_model_input_size(m)),
+                    tiny_alloc((size_t)n)};
+    if (!b.ws) exit(2);
+    pfl_dataset_gather(d, idx, n, b.x, b.y);
+    return b;
+}
+
+static inline void tiny_batch_free(tiny_batch *b) {
+    pfl_workspace_free(b->ws);
+    free(b->x), free(b->y);
 }
 
 #endif

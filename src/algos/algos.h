@@ -3,7 +3,7 @@
 #ifndef PFL_ALGOS_ALGOS_H
 #define PFL_ALGOS_ALGOS_H
 
-#include "fl/fl.h"
+#include "fl/method.h"
 
 extern const pfl_algo pfl_algo_fedavg;
 extern const pfl_algo pfl_algo_local;
@@ -23,7 +23,7 @@ extern const pfl_algo pfl_algo_pfedme;
 extern const pfl_algo pfl_algo_cfl;
 /* FedTSDP (src/algos/fedtsdp.h) */
 extern const pfl_algo pfl_algo_fedtsdp;
-/* Methods that change the model (issue 16): LG-FedAvg, FedBABU, APFL, FedRoD */
+/* Methods that change the model: LG-FedAvg, FedBABU, APFL, FedRoD */
 extern const pfl_algo pfl_algo_lgfedavg;
 extern const pfl_algo pfl_algo_fedbabu;
 extern const pfl_algo pfl_algo_apfl;
@@ -116,19 +116,18 @@ size_t pfl_gpfl_scratch(int B, int C, int D);
 float pfl_gpfl_loss(const pfl_gpfl_view *v, const float *emb_frozen, float lambda, const float *h, const uint8_t *y,
                     int B, float *logits, const pfl_gpfl_grads *g, float *dh, float *scratch);
 
-/* ---- issue 15, part a: FedAvg-C, FedProx-C (src/algos/fedavg_c.c), Per-FedAvg, FedPHP ---- */
+/* FedALA's baselines: FedAvg-C, FedProx-C (src/algos/fedavg_c.c), Per-FedAvg, FedPHP */
 extern const pfl_algo pfl_algo_fedavg_c;
 extern const pfl_algo pfl_algo_fedprox_c;
 extern const pfl_algo pfl_algo_perfedavg;
 extern const pfl_algo pfl_algo_fedphp;
 /* FedPHP's moving-average weight for a client that trained in `participations` rounds before this one. */
 float pfl_fedphp_mu(const pfl_fl *fl, int participations);
-/* ---- end of issue 15, part a ---- */
-/* ---- issue 15: FedFomo, APPLE, PartialFed (src/algos/fedfomo.h, apple.h, partialfed.h) ---- */
+/* Methods that download several models, FedFomo and APPLE, and PartialFed (src/algos/fedfomo.h, apple.h,
+ * partialfed.h) */
 extern const pfl_algo pfl_algo_fedfomo;
 extern const pfl_algo pfl_algo_apple;
 extern const pfl_algo pfl_algo_partialfed;
-/* ---- end of issue 15's FedFomo, APPLE, PartialFed ---- */
 
 /* NULL-terminated list of every algorithm. */
 extern const pfl_algo *const pfl_algos[];

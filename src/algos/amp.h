@@ -20,7 +20,7 @@
 
 #include <stddef.h>
 
-#include "fl/fl.h"
+#include "fl/method.h"
 
 /* The n x n weights (row i: client i's weights over the n models, summing
  * to 1, own weight on the diagonal) of models[k][off .. off+len). Returns

@@ -55,62 +55,55 @@ float pfl_apfl_alpha_step(float alpha, const float *v, const float *w, const flo
     return (float)(next < 0.0 ? 0.0 : next > 1.0 ? 1.0 : next);
 }
 
-/* One batch of Algorithm 1 on w (`model`), v and *alpha; the batch is in
- * w->x, w->y. Returns the loss of w; counts v_bar's correct predictions. */
-static float apfl_batch(pfl_fl *fl, pfl_worker *w, float *model, float *v, float *alpha, int B, float lr,
-                        pfl_rng *dropout, long *mix_correct) {
+typedef struct {
+    float *v, *alpha, lr;
+} apfl_batch_ctx;
+
+/* One batch of Algorithm 1 on w (the step's model), v and alpha, the
+ * method's own work on host memory: the loss of w, v_bar's correct
+ * predictions. */
+static bool apfl_batch(void *ctx, pfl_owned_batch *b) {
+    const apfl_batch_ctx *c = ctx;
+    pfl_exec_gather(b->x, b->idx, b->B);
+    const pfl_fl *fl = b->fl;
     const pfl_model *m = fl->model;
+    pfl_worker *w = b->w;
+    pfl_exec *x = b->x;
     const size_t P = m->num_params, V = pfl_model_vector_len(m);
-    float *mix = w->aux, *g_mix = w->aux_grads;
-    pfl_apfl_mix(mix, v, model, *alpha, V); /* from w and v before this batch's steps */
-    memset(w->grads, 0, P * sizeof(float));
-    const float loss = pfl_forward_loss(w->ws, model, w->x, w->y, B, true, dropout);
-    pfl_update_running_stats(w->ws, model);
-    pfl_backward(w->ws, model, w->y, w->grads);
-    memset(g_mix, 0, P * sizeof(float));
-    pfl_forward_loss(w->ws, mix, w->x, w->y, B, true, dropout);
-    pfl_update_running_stats(w->ws, v);
-    *mix_correct += pfl_count_correct(w->ws, w->y, B);
-    pfl_backward(w->ws, mix, w->y, g_mix);
-    const float next_alpha = pfl_apfl_alpha_step(*alpha, v, model, g_mix, P, lr);
+    float *model = pfl_exec_host(b->model), *v = c->v, *mix = w->aux;
+    pfl_apfl_mix(mix, v, model, *c->alpha, V); /* from w and v before this batch's steps */
+    pfl_xbuf mix_v = pfl_exec_view(x, mix, V, false), v_v = pfl_exec_view(x, v, V, true);
+    pfl_exec_zero(x, &w->grads, 0, P);
+    pfl_exec_forward(x, b->model, true, b->dropout);
+    const float loss = pfl_exec_xent(x, NULL);
+    pfl_exec_update_stats(x, b->model);
+    pfl_exec_backward(x, b->model, &w->grads, 0, 1.0f, NULL, 0);
+    pfl_exec_zero(x, &w->aux_grads, 0, P);
+    pfl_exec_forward(x, &mix_v, true, b->dropout);
+    pfl_exec_xent(x, NULL);
+    pfl_exec_update_stats(x, &v_v);
+    const int correct = pfl_exec_correct(x);
+    pfl_exec_backward(x, &mix_v, &w->aux_grads, 0, 1.0f, NULL, 0);
+    const float next_alpha = pfl_apfl_alpha_step(*c->alpha, v, model, pfl_exec_host(&w->aux_grads), P, c->lr);
     /* --momentum and --weight-decay act on w as on FedAvg's model; v takes
      * plain steps (PFLlib's optimizer_per is plain SGD) */
-    const pfl_sgd global = {lr, fl->cfg.momentum, fl->cfg.weight_decay}, personal = {lr * *alpha, 0.0f, 0.0f};
-    pfl_sgd_step(model, w->grads, w->velocity, P, &global);
-    pfl_sgd_step(v, g_mix, NULL, P, &personal);
-    *alpha = next_alpha;
-    return loss;
+    const pfl_sgd global = {c->lr, fl->cfg.momentum, fl->cfg.weight_decay}, personal = {c->lr * *c->alpha, 0.0f, 0.0f};
+    pfl_exec_sgd(x, b->model, &w->grads, &w->velocity, 0, P, &global);
+    pfl_exec_sgd(x, &v_v, &w->aux_grads, NULL, 0, P, &personal);
+    *c->alpha = next_alpha;
+    pfl_exec_unview(x, &v_v);
+    pfl_exec_unview(x, &mix_v);
+    pfl_step_count(b, loss, correct, b->B);
+    return true;
 }
 
 static void apfl_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     apfl_state *s = fl->algo_state;
-    float *v = pfl_client_model(fl, client), *alpha = pfl_store_write(s->alpha, client);
-    if (!v || !alpha) return; /* no room: the store's error fails the round */
-    const pfl_client_data *cd = &fl->part->clients[client];
-    const int batch = fl->cfg.batch;
-    const float lr = pfl_round_lr(fl);
-    pfl_rng shuffle = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_SHUFFLE);
-    pfl_rng dropout = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_DROPOUT);
-    memcpy(w->order, cd->train, sizeof(int) * (size_t)cd->n_train);
-    if (fl->cfg.momentum != 0.0f) memset(w->velocity, 0, fl->model->num_params * sizeof(float));
-    /* --local-steps K: each epoch is K batches, passes repeating as needed */
-    const long budget = pfl_epoch_steps(fl, fl->cfg.epochs), per_pass = (cd->n_train + batch - 1) / batch;
-    const int passes = budget > 0 ? (per_pass ? (int)((budget + per_pass - 1) / per_pass) : 0) : fl->cfg.epochs;
-    long left = budget > 0 ? budget : -1;
-    for (int epoch = 0; epoch < passes; epoch++) {
-        long correct = 0, seen = 0;
-        pfl_rng_shuffle(&shuffle, w->order, (size_t)cd->n_train);
-        for (int start = 0; start < cd->n_train && left != 0; start += batch, left--) {
-            const int B = cd->n_train - start < batch ? cd->n_train - start : batch;
-            pfl_dataset_gather(fl->data, w->order + start, B, w->x, w->y);
-            const float loss = apfl_batch(fl, w, model, v, alpha, B, lr, &dropout, &correct);
-            stats->loss_sum += (double)loss * B;
-            stats->samples += B;
-            seen += B;
-        }
-        /* FLAYER's head mix weighs by the personalized model's accuracy */
-        stats->last_epoch_correct = correct, stats->last_epoch_samples = seen;
-    }
+    apfl_batch_ctx c = {pfl_client_model(fl, client), pfl_store_write(s->alpha, client), pfl_round_lr(fl)};
+    if (!c.v || !c.alpha) return; /* no room: the store's error fails the round */
+    pfl_step step = pfl_step_default(fl);
+    step.own = apfl_batch, step.own_ctx = &c;
+    pfl_step_run(fl, client, w, model, &step, stats);
     pfl_store_release(s->alpha, client);
 }
 

@@ -126,34 +126,29 @@ static void apple_receive(pfl_fl *fl, int client, const float *state, float *rec
     pfl_apple_personal(fl, client, pfl_apple_dr(fl, client), pfl_apple_core(fl, client), received);
 }
 
-typedef struct {
-    pfl_fl *fl;
-    int client;
-    float *core;     /* the client's core, training */
-    float *p;        /* its DR vector, training */
-    double lambda_mu;
-    pfl_rng dropout;
-} apple_batch;
-
-void pfl_apple_step(pfl_fl *fl, int client, pfl_worker *w, float *core, float *p, float *model, int B, double lambda_mu,
+void pfl_apple_step(pfl_fl *fl, int client, pfl_worker *w, float *core, float *p, float *model, double lambda_mu,
                     pfl_rng *dropout, float *loss, int *correct) {
     const apple_state *s = fl->algo_state;
     const pfl_model *m = fl->model;
+    pfl_exec *x = w->exec;
     const int N = fl->cfg.clients;
     const size_t P = m->num_params, V = vector_len(fl);
-    memset(w->grads, 0, sizeof(float) * P);
-    *loss = pfl_forward_loss(w->ws, model, w->x, w->y, B, true, dropout);
-    pfl_update_running_stats(w->ws, core); /* the core's statistics move with its batches ... */
+    float *g = pfl_exec_host(&w->grads);
+    pfl_xbuf model_v = pfl_exec_view(x, model, V, true), core_v = pfl_exec_view(x, core, V, true);
+    pfl_exec_zero(x, &w->grads, 0, P);
+    pfl_exec_forward(x, &model_v, true, dropout);
+    *loss = pfl_exec_xent(x, NULL);
+    pfl_exec_update_stats(x, &core_v); /* the core's statistics move with its batches ... */
     memcpy(model + P, core + P, sizeof(float) * (V - P)); /* ... and are the model's */
-    *correct = pfl_count_correct(w->ws, w->y, B);
-    pfl_backward(w->ws, model, w->y, w->grads);
+    *correct = pfl_exec_correct(x);
+    pfl_exec_backward(x, &model_v, &w->grads, 0, 1.0f, NULL, 0);
     /* dL/dp_j = <g, c_j> + lambda mu (p_j - p0_j), every one before either step; the model follows each
      * other client's p_j at once, w += (p_j' - p_j) c_j, while c_j is in cache (one pass over the cores) */
     float *p_next = s->grad + (size_t)N * (size_t)w->id;
     const double eta2 = fl->cfg.algo.apple_dr_lr;
     for (int j = 0; j < N; j++) {
         const float *c = j == client ? core : pfl_apple_core(fl, j);
-        const double dp = (double)cblas_sdot((int)P, w->grads, 1, c, 1) + lambda_mu * ((double)p[j] - (double)s->p0[j]);
+        const double dp = (double)cblas_sdot((int)P, g, 1, c, 1) + lambda_mu * ((double)p[j] - (double)s->p0[j]);
         p_next[j] = (float)((double)p[j] - eta2 * dp);
         if (j != client) cblas_saxpy((int)P, p_next[j] - p[j], c, 1, model, 1);
     }
@@ -163,38 +158,49 @@ void pfl_apple_step(pfl_fl *fl, int client, pfl_worker *w, float *core, float *p
      * trades p_ii c_i for p_ii' c_i' */
     const float scale = fl->cfg.algo.apple_core_scale > 0.0f ? fl->cfg.algo.apple_core_scale : (float)N;
     cblas_saxpy((int)P, -p[client], core, 1, model, 1);
-    cblas_sscal((int)P, p[client] * scale, w->grads, 1);
+    cblas_sscal((int)P, p[client] * scale, g, 1);
     float lrs[PFL_MAX_LAYERS];
     const float lr = pfl_round_lr(fl);
-    if (fl->cfg.modules.flayer_lr) pfl_flayer_layer_lrs(lrs, m, w->grads, lr);
+    if (fl->cfg.modules.flayer_lr) pfl_flayer_layer_lrs(lrs, m, g, lr);
     for (int l = 0; l < m->num_layers; l++) {
-        const size_t off = m->layers[l].offset;
         const pfl_sgd opt = {fl->cfg.modules.flayer_lr ? lrs[l] : lr, fl->cfg.momentum, fl->cfg.weight_decay};
-        pfl_sgd_step(core + off, w->grads + off, w->velocity + off, m->layers[l].length, &opt);
+        pfl_exec_sgd(x, &core_v, &w->grads, &w->velocity, m->layers[l].offset, m->layers[l].length, &opt);
     }
     cblas_saxpy((int)P, p_next[client], core, 1, model, 1);
     memcpy(p, p_next, sizeof(float) * (size_t)N);
+    pfl_exec_unview(x, &core_v);
+    pfl_exec_unview(x, &model_v);
 }
 
-static bool apple_batch_hook(void *ctx, pfl_worker *w, float *model, int B, long batch, float *loss, int *correct) {
-    (void)batch;
+typedef struct {
+    float *core;     /* the client's core, training */
+    float *p;        /* its DR vector, training */
+    double lambda_mu;
+} apple_batch;
+
+/* Every batch is APPLE's step: its own work on host memory. */
+static bool apple_batch_step(void *ctx, pfl_owned_batch *b) {
     apple_batch *a = ctx;
-    pfl_apple_step(a->fl, a->client, w, a->core, a->p, model, B, a->lambda_mu, &a->dropout, loss, correct);
+    pfl_exec_gather(b->x, b->idx, b->B);
+    float loss;
+    int correct;
+    pfl_apple_step(b->fl, b->client, b->w, a->core, a->p, pfl_exec_host(b->model), a->lambda_mu, b->dropout, &loss,
+                   &correct);
+    pfl_step_count(b, loss, correct, b->B);
     return true;
 }
 
-/* Every batch is APPLE's step; training leaves the core in `model`, which is what the client uploads. */
+/* Training leaves the core in `model`, which is what the client uploads. */
 static void apple_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const size_t V = vector_len(fl);
     const apple_state *s = fl->algo_state;
-    apple_batch a = {fl, client, w->aux, pfl_store_write(s->dr, client), pfl_apple_lambda(fl) * fl->cfg.algo.apple_mu,
-                     pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_DROPOUT)};
+    apple_batch a = {w->aux, pfl_store_write(s->dr, client), pfl_apple_lambda(fl) * fl->cfg.algo.apple_mu};
     if (!a.p) return; /* the store's error fails the round */
     memcpy(a.core, pfl_apple_core(fl, client), sizeof(float) * V);
     pfl_apple_personal(fl, client, a.p, a.core, model); /* each step keeps it w_i for the p and core it leaves */
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.batch_hook = apple_batch_hook, o.batch_ctx = &a;
-    pfl_local_sgd(fl, client, w, model, &o, stats);
+    pfl_step step = pfl_step_default(fl);
+    step.own = apple_batch_step, step.own_ctx = &a;
+    pfl_step_run(fl, client, w, model, &step, stats);
     memcpy(model, a.core, sizeof(float) * V);
 }
 

@@ -2,7 +2,7 @@
 #ifndef PFL_ALGOS_APPLE_H
 #define PFL_ALGOS_APPLE_H
 
-#include "fl/fl.h"
+#include "fl/method.h"
 
 /* Client `client`'s DR vector p_i (clients floats) and the server's copy of
  * its core model (a model vector), as they stand. */
@@ -17,12 +17,12 @@ double pfl_apple_lambda(const pfl_fl *fl);
  * own's running statistics. */
 void pfl_apple_personal(const pfl_fl *fl, int client, const float *p, const float *own, float *w);
 
-/* One batch (in w->x, w->y, B samples) of APPLE's training; `model` holds
+/* One batch (in the worker's executor) of APPLE's training; `model` holds
  * w = sum_j p[j] c_j with `core` as client's (pfl_apple_personal) on entry,
  * and again for the p and core it leaves on exit: the gradient g of the
  * batch's loss at w, then p_j -= eta_2 (<g, c_j> + lambda_mu (p_j - p0_j))
  * and core -= lr scale p[client] g (the run's SGD), both from the same g. */
-void pfl_apple_step(pfl_fl *fl, int client, pfl_worker *w, float *core, float *p, float *model, int B, double lambda_mu,
+void pfl_apple_step(pfl_fl *fl, int client, pfl_worker *w, float *core, float *p, float *model, double lambda_mu,
                     pfl_rng *dropout, float *loss, int *correct);
 
 #endif

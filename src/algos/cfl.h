@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "fl/fl.h"
+#include "fl/method.h"
 
 /* A cluster of fewer members than this never splits (the reference code's
  * len(cluster) > 2). */

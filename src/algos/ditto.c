@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "algos/algos.h"
-#include "algos/prox.h"
 
 static void ditto_init(pfl_fl *fl, int client, float *model) {
     (void)client;
@@ -16,19 +15,17 @@ static void ditto_init(pfl_fl *fl, int client, float *model) {
 }
 
 static void ditto_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
-    pfl_prox prox = {fl->cfg.algo.lambda, fl->global};
-    pfl_train_opts personal = pfl_train_opts_default(fl), global = pfl_train_opts_default(fl);
+    pfl_step personal = pfl_step_default(fl), global = pfl_step_default(fl);
     /* --local-steps K: the round's batches are shared by the two models
      * (--step-budget total), personal-epochs : epochs */
     pfl_split_round_steps(fl, fl->cfg.algo.personal_epochs, &personal, &global);
-    personal.grad_hook = pfl_prox_hook;
-    personal.hook_ctx = &prox;
+    pfl_step_add_prox(&personal, fl->cfg.algo.lambda, fl->global, 0, fl->model->num_params);
     personal.shuffle = PFL_RNG_SHUFFLE_PERSONAL;
     pfl_train_stats personal_stats = {0};
     float *v = pfl_client_model(fl, client); /* trained in place; NULL: no room (the round fails) */
     if (!v) return;
-    pfl_local_sgd(fl, client, w, v, &personal, &personal_stats);
-    pfl_local_sgd(fl, client, w, model, &global, stats);
+    pfl_step_run(fl, client, w, v, &personal, &personal_stats);
+    pfl_step_run(fl, client, w, model, &global, stats);
     /* FLAYER's head mix weighs the personal model by its own accuracy */
     stats->last_epoch_correct = personal_stats.last_epoch_correct;
     stats->last_epoch_samples = personal_stats.last_epoch_samples;

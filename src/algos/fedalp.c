@@ -285,7 +285,7 @@ static void group_round(pfl_fl *fl, const int *clients, int n, float *const *upl
     }
 }
 
-/* --fedalp-all-tests (issue 14), the other reading of the paper's "average
+/* --fedalp-all-tests, the other reading of the paper's "average
  * local model performance": each client's personalized model scored on
  * every client's test split (what FedAvg's global accuracy is measured on),
  * averaged over clients. A group's clients share one model, so each of the
@@ -369,7 +369,7 @@ static int fedalp_load(pfl_fl *fl, pfl_ckpt_reader *r) {
 /* The summary: T_pre, whether it clustered, Psi per group and layer, and
  * the group of each client (-1: none) as clustered at the end of round T_pre. */
 /* The summary: the warm-up, the groups and their Psi; with
- * --fedalp-all-tests (issue 14) the other reading's accuracy, per evaluated
+ * --fedalp-all-tests the other reading's accuracy, per evaluated
  * round in metrics.jsonl and at the end in summary.json. */
 static void fedalp_report(const pfl_fl *fl, FILE *f, int what) {
     const pfl_fedalp_state *s = fl->algo_state;

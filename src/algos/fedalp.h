@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "fl/fl.h"
+#include "fl/method.h"
 
 /* Server state, in fl->algo_state. */
 typedef struct {
@@ -23,7 +23,7 @@ typedef struct {
     float *mix;        /* num_params scratch */
     double *acc;       /* num_params scratch */
     double *corr;      /* num_params scratch */
-    /* --fedalp-all-tests (issue 14): every client's test indices, and after
+    /* --fedalp-all-tests: every client's test indices, and after
      * each evaluated round the mean over clients of its personalized
      * model's accuracy on all of them (NaN until computed) */
     int *all_tests, n_all_tests;

@@ -75,15 +75,11 @@ static void fedamp_receive(pfl_fl *fl, int client, const float *state, float *re
 
 static void fedamp_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const pfl_algo_params *a = &fl->cfg.algo;
-    pfl_layer_prox prox = {{0}, {0}};
-    for (int l = 0; l < fl->model->num_layers; l++) {
-        prox.coef[l] = a->amp_lambda / a->amp_alpha;
-        prox.anchor[l] = pfl_fedamp_cloud_model(fl, client);
-    }
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.grad_hook = pfl_layer_prox_hook;
-    o.hook_ctx = &prox;
-    pfl_local_sgd(fl, client, w, model, &o, stats);
+    pfl_step s = pfl_step_default(fl);
+    /* lambda/alpha toward u_i on every layer (Eq. 8) */
+    pfl_step_add_prox(&s, a->amp_lambda / a->amp_alpha, pfl_fedamp_cloud_model(fl, client), 0,
+                      pfl_model_backbone_params(fl->model));
+    pfl_step_run(fl, client, w, model, &s, stats);
 }
 
 static void fedamp_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {

@@ -28,13 +28,13 @@
 
 /* The fine-tuning that prepares round `round` (its streams and its learning rate). */
 static void fine_tune(pfl_fl *fl, int client, pfl_worker *w, float *model, int round) {
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.epochs = fl->cfg.algo.ft_epochs;
-    o.lr = pfl_lr_of_round(fl, round);
-    o.shuffle = PFL_RNG_FINETUNE;
-    o.stream_round = round;
+    pfl_step s = pfl_step_default(fl);
+    s.epochs = fl->cfg.algo.ft_epochs;
+    s.opt.lr = pfl_lr_of_round(fl, round);
+    s.shuffle = PFL_RNG_FINETUNE;
+    s.round = round;
     pfl_train_stats not_counted = {0};
-    pfl_local_sgd(fl, client, w, model, &o, &not_counted);
+    pfl_step_run(fl, client, w, model, &s, &not_counted);
 }
 
 static void fedavg_c_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {

@@ -30,11 +30,11 @@ static int fedbabu_create(pfl_fl *fl) {
 /* Local training updates the body alone. */
 static void fedbabu_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const int first_head = pfl_first_head_layer(fl->model, fl->cfg.algo.head_layers);
-    bool head_frozen[PFL_MAX_LAYERS];
+    bool head_frozen[PFL_MAX_LAYERS] = {false};
     for (int l = 0; l < fl->model->num_layers; l++) head_frozen[l] = l >= first_head;
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.frozen = head_frozen;
-    pfl_local_sgd(fl, client, w, model, &o, stats);
+    pfl_step s = pfl_step_default(fl);
+    s.opt.frozen = head_frozen;
+    pfl_step_run(fl, client, w, model, &s, stats);
 }
 
 /* The personalized model: the global model fine-tuned, whole, on the
@@ -44,11 +44,11 @@ static const float *fedbabu_personal_model(pfl_fl *fl, int client, float *scratc
     const int t = omp_get_thread_num();
     pfl_worker *w = &fl->workers[t < fl->num_workers ? t : 0];
     memcpy(scratch, fl->global, pfl_model_vector_len(fl->model) * sizeof(float));
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.epochs = fl->cfg.algo.fine_tune_epochs;
-    o.shuffle = PFL_RNG_ALGO;
+    pfl_step s = pfl_step_default(fl);
+    s.epochs = fl->cfg.algo.fine_tune_epochs;
+    s.shuffle = PFL_RNG_ALGO;
     pfl_train_stats ignored = {0};
-    pfl_local_sgd(fl, client, w, scratch, &o, &ignored);
+    pfl_step_run(fl, client, w, scratch, &s, &ignored);
     return scratch;
 }
 

@@ -29,7 +29,6 @@
 #include <string.h>
 
 #include "algos/algos.h"
-#include "modules/modules.h" /* pfl_flayer_layer_lrs */
 #include "util/err.h"
 
 
@@ -199,14 +198,14 @@ static void fedcp_receive(pfl_fl *fl, int client, const float *state, float *rec
 /* ---- local training ---- */
 
 typedef struct {
-    float *base_h, *dh, *ctx, *gumbel, *scratch, *out, *pm;
+    float *ctx, *gumbel, *scratch, *out, *pm;
 } fedcp_buffers;
 
-static float *buffers_alloc(fedcp_buffers *b, int D, int C, int batch) {
-    float *p = pfl_malloc(sizeof(float) * ((size_t)2 * batch * D + 16 * (size_t)D + (size_t)C));
+static float *buffers_alloc(fedcp_buffers *b, int D, int C) {
+    float *p = pfl_malloc(sizeof(float) * (16 * (size_t)D + (size_t)C));
     if (!p) return NULL;
-    b->base_h = p, b->dh = p + (size_t)batch * D, b->ctx = b->dh + (size_t)batch * D;
-    b->gumbel = b->ctx + D, b->scratch = b->gumbel + 2 * D, b->pm = b->scratch + 12 * (size_t)D, b->out = b->pm + D;
+    b->ctx = p, b->gumbel = b->ctx + D, b->scratch = b->gumbel + 2 * D, b->pm = b->scratch + 12 * (size_t)D;
+    b->out = b->pm + D;
     return p;
 }
 
@@ -218,79 +217,57 @@ static void draw_gumbel(pfl_rng *rng, float *g, int n) {
     }
 }
 
-/* One batch: forward through the received extractor (MMD's h_base) and the
- * trained model, the policy and both heads per sample, the backward into
- * every trained part, one SGD step on all but the global head. */
-static float train_batch(pfl_fl *fl, pfl_worker *w, float *model, const float *base, int B, fedcp_buffers *b,
-                         pfl_rng *dropout, pfl_rng *noise, float lr, float *lrs, long *correct) {
-    const pfl_model *m = fl->model;
-    const int out = head_g_row(m), D = feature_dim(m), C = m->classes;
-    pfl_forward(w->ws, base, w->x, B, true, dropout);
-    memcpy(b->base_h, pfl_workspace_layer_input(w->ws, out), sizeof(float) * (size_t)B * D);
-    pfl_forward(w->ws, model, w->x, B, true, dropout);
-    pfl_update_running_stats(w->ws, model);
-    const float *h = pfl_workspace_layer_input(w->ws, out);
-    memset(w->grads, 0, m->num_params * sizeof(float));
-    memset(b->dh, 0, sizeof(float) * (size_t)B * D);
-    const pfl_fedcp_view v = view_of(m, model);
-    const pfl_fedcp_grads g = grads_of(m, w->grads);
+typedef struct {
+    const pfl_fl *fl;
+    fedcp_buffers b;
+    pfl_rng noise;
+} fedcp_term;
+
+/* FedCP's loss on the features h entering the global head, the network's
+ * output: per sample the policy routes h to both heads (with Gumbel
+ * noise), plus lambda MMD(h, h_base), h_base the received extractor's
+ * features (the term's reference, run in training mode first). Its value,
+ * the gradients of the blocks (into b->grads) and of h (dz). */
+static double fedcp_loss_term(void *ctx, const pfl_term_batch *b, float *dz, int *correct) {
+    fedcp_term *t = ctx;
+    const pfl_model *m = t->fl->model;
+    const int D = feature_dim(m), C = m->classes, B = b->B;
+    const pfl_fedcp_view v = view_of(m, b->params);
+    const pfl_fedcp_grads g = grads_of(m, b->grads);
     double loss = 0.0;
+    *correct = 0;
     for (int n = 0; n < B; n++) {
-        draw_gumbel(noise, b->gumbel, 2 * D);
-        loss += pfl_fedcp_sample(&v, b->ctx, h + (size_t)n * D, b->gumbel, w->y[n], 1.0f / B, b->out, b->pm,
-                                 b->scratch, &g, b->dh + (size_t)n * D);
-        *correct += pfl_argmax(b->out, C) == w->y[n];
+        draw_gumbel(&t->noise, t->b.gumbel, 2 * D);
+        loss += pfl_fedcp_sample(&v, t->b.ctx, b->z + (size_t)n * D, t->b.gumbel, b->labels[n], 1.0f / B, t->b.out,
+                                 t->b.pm, t->b.scratch, &g, dz + (size_t)n * D);
+        *correct += pfl_argmax(t->b.out, C) == b->labels[n];
     }
-    loss = loss / B + pfl_fedcp_mmd(h, b->base_h, B, D, fl->cfg.algo.fedcp_lambda, b->dh);
-    pfl_backward_below(w->ws, model, out, b->dh, w->grads);
-    /* --flayer-lr: FLAYER's per-layer rates of the backbone, from the
-     * first batch's gradients (lrs[0] < 0 until then); the blocks after
-     * the backbone (personal head, policy) keep the base rate */
-    if (lrs && lrs[0] < 0.0f) pfl_flayer_layer_lrs(lrs, m, w->grads, lr);
-    for (int l = 0; l < pfl_model_rows(m); l++) {
-        if (l == out) continue; /* the global head is frozen (PFLlib: requires_grad False) */
-        const pfl_sgd opt = {lrs && l < m->num_layers ? lrs[l] : lr, fl->cfg.momentum, fl->cfg.weight_decay};
-        const size_t off = m->layers[l].offset;
-        pfl_sgd_step(model + off, w->grads + off, w->velocity + off, m->layers[l].length, &opt);
-    }
-    return (float)loss;
+    return (float)(loss / B + pfl_fedcp_mmd(b->z, b->refs[0], B, D, t->fl->cfg.algo.fedcp_lambda, dz));
 }
 
+/* The step: FedCP's loss alone (no cross-entropy on the backbone's logits);
+ * SGD on every row but the global head, which is frozen (PFLlib:
+ * requires_grad False). */
 static void fedcp_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const pfl_model *m = fl->model;
-    const pfl_client_data *cd = &fl->part->clients[client];
-    const int D = feature_dim(m), batch = fl->cfg.batch;
-    fedcp_buffers b;
-    float *mem = buffers_alloc(&b, D, m->classes, batch);
+    fedcp_term t = {.fl = fl, .noise = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_ALGO)};
+    float *mem = buffers_alloc(&t.b, feature_dim(m), m->classes);
     if (!mem) return; /* out of memory: this client does not train */
     /* the received extractor, frozen: PFLlib's `base` */
     float *base = w->aux;
     memcpy(base, model, pfl_model_vector_len(m) * sizeof(float));
     /* the context of this round: from the personal head as the last round left it */
-    pfl_fedcp_context(view_of(m, model).wp, m->classes, D, b.ctx);
-    pfl_rng shuffle = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_SHUFFLE);
-    pfl_rng dropout = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_DROPOUT);
-    pfl_rng noise = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_ALGO);
-    if (fl->cfg.momentum != 0.0f) memset(w->velocity, 0, m->num_params * sizeof(float));
-    memcpy(w->order, cd->train, sizeof(int) * (size_t)cd->n_train);
-    const long per_pass = ((long)cd->n_train + batch - 1) / batch, budget = pfl_epoch_steps(fl, fl->cfg.epochs);
-    const int passes = budget > 0 ? (int)((budget + per_pass - 1) / per_pass) : fl->cfg.epochs;
-    long steps_left = budget > 0 ? budget : -1;
-    const float lr = pfl_round_lr(fl);
-    float lrs[PFL_MAX_LAYERS] = {-1.0f}; /* --flayer-lr: set by the first batch */
-    for (int epoch = 0; epoch < passes && per_pass > 0; epoch++) {
-        long correct = 0, seen = 0;
-        pfl_rng_shuffle(&shuffle, w->order, (size_t)cd->n_train);
-        for (int start = 0; start < cd->n_train && steps_left != 0; start += batch, steps_left--) {
-            const int B = cd->n_train - start < batch ? cd->n_train - start : batch;
-            pfl_dataset_gather(fl->data, w->order + start, B, w->x, w->y);
-            const float loss = train_batch(fl, w, model, base, B, &b, &dropout, &noise, lr,
-                                           fl->cfg.modules.flayer_lr ? lrs : NULL, &correct);
-            stats->loss_sum += (double)loss * B;
-            stats->samples += B, seen += B;
-        }
-        stats->last_epoch_correct = correct, stats->last_epoch_samples = seen;
-    }
+    pfl_fedcp_context(view_of(m, model).wp, m->classes, feature_dim(m), t.b.ctx);
+    pfl_step s = pfl_step_default(fl);
+    s.ce_weight = 0.0;
+    const pfl_loss_term term = {.name = "fedcp's policy and heads", .at = head_g_row(m), .weight = 1.0f,
+                                .refs = {base}, .num_refs = 1, .refs_train = true,
+                                .value = fedcp_loss_term, .ctx = &t, .predicts = true};
+    pfl_step_add_term(&s, &term);
+    bool frozen[PFL_MAX_LAYERS] = {false};
+    frozen[head_g_row(m)] = true;
+    s.opt.frozen = frozen;
+    pfl_step_run(fl, client, w, model, &s, stats);
     free(mem);
 }
 
@@ -305,21 +282,23 @@ static void fedcp_upload(pfl_fl *fl, int client, const float *model, float *uplo
 
 /* The personalized model's output: the policy routes each test sample's
  * features to the two heads, without Gumbel noise (docs/algorithms.md). */
-static int fedcp_personal_correct(const pfl_fl *fl, pfl_worker *w, const float *params, int B) {
+static int fedcp_personal_correct(const pfl_fl *fl, pfl_exec *x, const float *params) {
     const pfl_model *m = fl->model;
-    const int D = feature_dim(m), C = m->classes;
+    const int D = feature_dim(m), C = m->classes, B = x->batch;
     fedcp_buffers b;
-    float *mem = buffers_alloc(&b, D, C, 0);
-    if (!mem) return 0;
-    const pfl_fedcp_view v = view_of(m, params);
-    pfl_fedcp_context(v.wp, C, D, b.ctx);
-    const float *h = pfl_workspace_layer_input(w->ws, head_g_row(m));
+    float *mem = buffers_alloc(&b, D, C), *h = pfl_malloc(sizeof(float) * (size_t)B * D);
     int correct = 0;
-    for (int n = 0; n < B; n++) {
-        pfl_fedcp_sample(&v, b.ctx, h + (size_t)n * D, NULL, w->y[n], 1.0f, b.out, b.pm, b.scratch, NULL, NULL);
-        correct += pfl_argmax(b.out, C) == w->y[n];
+    if (mem && h) {
+        const pfl_fedcp_view v = view_of(m, params);
+        pfl_fedcp_context(v.wp, C, D, b.ctx);
+        const float *z = pfl_exec_features(x, head_g_row(m), h);
+        const uint8_t *labels = pfl_exec_labels(x);
+        for (int n = 0; n < B; n++) {
+            pfl_fedcp_sample(&v, b.ctx, z + (size_t)n * D, NULL, labels[n], 1.0f, b.out, b.pm, b.scratch, NULL, NULL);
+            correct += pfl_argmax(b.out, C) == labels[n];
+        }
     }
-    free(mem);
+    free(mem), free(h);
     return correct;
 }
 

@@ -2,7 +2,7 @@
 #ifndef PFL_ALGOS_FEDFOMO_H
 #define PFL_ALGOS_FEDFOMO_H
 
-#include "fl/fl.h"
+#include "fl/method.h"
 
 /* The clients whose models `client` downloads now, ascending, into chosen
  * (room for every client): the M of highest affinity in its row of P among

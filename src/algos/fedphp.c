@@ -29,8 +29,6 @@
 
 typedef struct {
     int *participations; /* per client: rounds it trained in before the current one */
-    float *features;     /* per worker: the HPM's features of a batch, then the MMD gradient */
-    size_t per_worker;   /* floats of one worker's two buffers */
 } fedphp_state;
 
 /* The features the MMD compares: those entering the last layer (PFLlib's
@@ -44,18 +42,12 @@ static int fedphp_create(pfl_fl *fl) {
                        m->name);
     fedphp_state *s = pfl_calloc(1, sizeof *s);
     if (!(fl->algo_state = s)) return -1;
-    const int batch = fl->cfg.batch;
-    s->per_worker = 2 * (size_t)batch * (size_t)pfl_model_layer_input_size(m, feature_layer(m));
-    if (!(s->participations = pfl_calloc((size_t)fl->cfg.clients, sizeof(int))) ||
-        !(s->features = pfl_malloc(sizeof(float) * s->per_worker * (size_t)fl->num_workers)))
-        return -1;
-    return 0;
+    return (s->participations = pfl_calloc((size_t)fl->cfg.clients, sizeof(int))) ? 0 : -1;
 }
 
 static void fedphp_destroy(pfl_fl *fl) {
     fedphp_state *s = fl->algo_state;
     free(s->participations);
-    free(s->features);
     free(s);
     fl->algo_state = NULL;
 }
@@ -68,20 +60,25 @@ static void fedphp_init(pfl_fl *fl, int client, float *model) {
     else memcpy(model, fl->global, pfl_model_vector_len(fl->model) * sizeof(float));
 }
 
+/* MMD(z, z_hpm) and its gradient with respect to z. */
+static double mmd_term(void *ctx, const pfl_term_batch *b, float *dz, int *correct) {
+    (void)ctx, (void)correct;
+    return pfl_mmd_rbf(b->z, b->refs[0], b->B, b->n, dz);
+}
+
+/* (1 - lambda) CE + lambda MMD(z, z_hpm), the HPM a fixed teacher (evaluation mode). */
 static void fedphp_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
-    fedphp_state *s = fl->algo_state;
-    float *buffers = s->features + s->per_worker * (size_t)w->id;
-    const pfl_feature_loss mmd = {
-        .reference = pfl_client_model(fl, client),
-        .layer = feature_layer(fl->model),
-        .weight = fl->cfg.algo.php_lambda,
-        .term = pfl_mmd_rbf,
-        .ref_features = buffers,
-        .dfeatures = buffers + s->per_worker / 2,
-    };
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.feature_loss = &mmd;
-    pfl_local_sgd(fl, client, w, model, &o, stats);
+    const float lambda = fl->cfg.algo.php_lambda;
+    pfl_step s = pfl_step_default(fl);
+    s.ce_weight = 1.0 - (double)lambda;
+    const pfl_loss_term mmd = {.name = "fedphp's MMD toward the inherited model",
+                               .at = feature_layer(fl->model),
+                               .weight = lambda,
+                               .refs = {pfl_client_model(fl, client)},
+                               .num_refs = 1,
+                               .value = mmd_term};
+    pfl_step_add_term(&s, &mmd);
+    pfl_step_run(fl, client, w, model, &s, stats);
 }
 
 float pfl_fedphp_mu(const pfl_fl *fl, int participations) {
@@ -98,7 +95,14 @@ static void fedphp_finish(pfl_fl *fl, int client, const float *model, float *sta
     const float mu = pfl_fedphp_mu(fl, s->participations[client]);
     const size_t V = pfl_model_vector_len(fl->model);
     for (size_t i = 0; i < V; i++) state[i] = mu * state[i] + (1.0f - mu) * model[i];
-    s->participations[client]++;
+}
+
+/* The server counts who trained (their uploads arrived), so every process
+ * holds every count (MPI: the clients' homes are elsewhere). */
+static void fedphp_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
+    fedphp_state *s = fl->algo_state;
+    pfl_default_aggregate(fl, clients, n, uploads);
+    for (int k = 0; k < n; k++) s->participations[clients[k]]++;
 }
 
 static int fedphp_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
@@ -138,6 +142,7 @@ const pfl_algo pfl_algo_fedphp = {
     .local_init = fedphp_init,
     .local_train = fedphp_train,
     .finish = fedphp_finish,
+    .aggregate = fedphp_aggregate,
     .save = fedphp_save,
     .load = fedphp_load,
 };

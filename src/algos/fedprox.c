@@ -1,15 +1,14 @@
 /* FedProx (Li et al. 2020): FedAvg whose local loss adds mu/2 ||w - w_global||^2,
  * anchoring each client to the global model it received (PFLlib's
- * PerturbedGradientDescent: grad + mu * (w - w_global)). */
+ * PerturbedGradientDescent: grad + mu * (w - w_global)): a proximal term of
+ * the local step. */
 #include "algos/algos.h"
 #include "algos/prox.h"
 
 void pfl_fedprox_local_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
-    pfl_prox prox = {fl->cfg.algo.mu, fl->global};
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.grad_hook = pfl_prox_hook;
-    o.hook_ctx = &prox;
-    pfl_local_sgd(fl, client, w, model, &o, stats);
+    pfl_step s = pfl_step_default(fl);
+    pfl_step_add_prox(&s, fl->cfg.algo.mu, fl->global, 0, fl->model->num_params);
+    pfl_step_run(fl, client, w, model, &s, stats);
 }
 
 /* FedALA's appendix: "For FedProx, we set the parameter for proximal term mu to 0.001". */

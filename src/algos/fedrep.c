@@ -10,17 +10,17 @@
 static void fedrep_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const pfl_model *m = fl->model;
     const int first_head = pfl_first_head_layer(m, fl->cfg.algo.head_layers);
-    bool base_frozen[PFL_MAX_LAYERS], head_frozen[PFL_MAX_LAYERS];
+    bool base_frozen[PFL_MAX_LAYERS] = {false}, head_frozen[PFL_MAX_LAYERS] = {false};
     for (int l = 0; l < m->num_layers; l++) base_frozen[l] = l < first_head, head_frozen[l] = l >= first_head;
-    pfl_train_opts head = pfl_train_opts_default(fl), base = pfl_train_opts_default(fl);
+    pfl_step head = pfl_step_default(fl), base = pfl_step_default(fl);
     /* --local-steps K: the round's batches are shared by the two phases
      * (--step-budget total), head-epochs : epochs */
     pfl_split_round_steps(fl, fl->cfg.algo.head_epochs, &head, &base);
-    head.frozen = base_frozen;
-    pfl_local_sgd(fl, client, w, model, &head, stats);
-    base.frozen = head_frozen;
+    head.opt.frozen = base_frozen;
+    pfl_step_run(fl, client, w, model, &head, stats);
+    base.opt.frozen = head_frozen;
     base.shuffle = PFL_RNG_SHUFFLE_PERSONAL; /* a second pass over the data: its own batch order */
-    pfl_local_sgd(fl, client, w, model, &base, stats);
+    pfl_step_run(fl, client, w, model, &base, stats);
 }
 
 /* FedALA's appendix: "For FedRep, we set the number of local updates tau = 5";

@@ -79,32 +79,34 @@ void pfl_fedrod_head_step(float *head, const float *features, const float *gener
 }
 
 typedef struct {
-    float *head, lr;
-} fedrod_batch_ctx;
+    float *head, *grad, lr;
+    int D, C;
+} fedrod_head;
 
-/* After the batch's forward through the global model: one step of the
- * personal head on the features and generic logits that forward left. */
-static void fedrod_personal_step(void *ctx, const pfl_fl *fl, pfl_worker *w, int B) {
-    const fedrod_batch_ctx *b = ctx;
-    const pfl_model *m = fl->model;
-    const int out = m->num_layers - 1, C = m->classes;
-    const int D = (int)(m->layers[out].length / (size_t)C) - 1;
-    pfl_fedrod_head_step(b->head, pfl_workspace_layer_input(w->ws, out), pfl_workspace_logits(w->ws), w->y, B, D, C,
-                         b->lr, w->aux_grads);
+/* A block of the step: after each batch's forward through the global model,
+ * one step of the personal head on the features and generic logits that
+ * forward left. */
+static void fedrod_personal_step(void *ctx, const pfl_block_batch *b) {
+    const fedrod_head *h = ctx;
+    pfl_fedrod_head_step(h->head, b->features, b->logits, b->labels, b->B, h->D, h->C, h->lr, h->grad);
 }
 
 static void fedrod_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     fedrod_state *s = fl->algo_state;
+    const pfl_model *m = fl->model;
+    const int out = m->num_layers - 1, C = m->classes;
     float offset[256];
     pfl_fedrod_log_counts(fl, client, offset);
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    fedrod_batch_ctx ctx = {pfl_store_write(s->head, client), o.lr};
-    if (!ctx.head) return; /* no room: the store's error fails the round */
-    o.logit_offset = offset;
-    o.after_forward = fedrod_personal_step;
-    o.after_forward_ctx = &ctx;
-    pfl_local_sgd(fl, client, w, model, &o, stats);
-    pfl_store_release(s->head, client);
+    pfl_step step = pfl_step_default(fl);
+    step.ce_offset = offset; /* the balanced softmax */
+    fedrod_head h = {pfl_store_write(s->head, client), pfl_malloc(sizeof(float) * m->layers[out].length),
+                     step.opt.lr, (int)(m->layers[out].length / (size_t)C) - 1, C};
+    if (h.head && h.grad) { /* else no room: the store's error fails the round, or this client does not train */
+        pfl_step_add_block(&step, out, fedrod_personal_step, &h);
+        pfl_step_run(fl, client, w, model, &step, stats);
+    }
+    free(h.grad);
+    if (h.head) pfl_store_release(s->head, client);
 }
 
 /* The global model with the output layer W_g + W_p, b_g + b_p. */

@@ -311,11 +311,15 @@ static void infer(pfl_fl *fl, pfl_fedtsdp_state *s, int n, float *const *uploads
     const size_t in = (size_t)pfl_model_input_size(fl->model);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(fl->num_workers)
     for (int k = 0; k < n; k++) {
-        pfl_worker *w = &fl->workers[omp_get_thread_num()];
-        const int chunk = pfl_workspace_max_batch(w->ws);
-        for (int start = 0; start < B; start += chunk) {
+        pfl_exec *x = fl->workers[omp_get_thread_num()].exec;
+        const int chunk = pfl_exec_max_batch(x);
+        pfl_xbuf model = pfl_exec_view_const(x, uploads[k], pfl_model_vector_len(fl->model));
+        float *scratch = pfl_malloc(sizeof(float) * (size_t)chunk * (size_t)C);
+        for (int start = 0; scratch && start < B; start += chunk) {
             const int b = B - start < chunk ? B - start : chunk;
-            const float *logits = pfl_forward(w->ws, uploads[k], s->pub_x + (size_t)start * in, b, false, NULL);
+            pfl_exec_load(x, s->pub_x + (size_t)start * in, NULL, b);
+            pfl_exec_forward(x, &model, false, NULL);
+            const float *logits = pfl_exec_features(x, fl->model->num_layers, scratch);
             for (int i = 0; i < b; i++) {
                 const float *z = logits + (size_t)i * C;
                 float *p = s->probs + ((size_t)k * B + (size_t)(start + i)) * (size_t)C;
@@ -325,6 +329,8 @@ static void infer(pfl_fl *fl, pfl_fedtsdp_state *s, int n, float *const *uploads
                 for (int c = 0; c < C; c++) p[c] = (float)(exp((double)z[c] - mx) / sum);
             }
         }
+        free(scratch);
+        pfl_exec_unview(x, &model);
     }
 }
 
@@ -391,7 +397,7 @@ static int decouple(pfl_fl *fl, pfl_fedtsdp_state *s, const int *clients, int n,
     double H;
     pfl_rng hop = pfl_rng_stream(fl->cfg.seed, fl->round, 1, PFL_RNG_ALGO);
     /* m~ "<< m": by default pfl_hopkins's m / 10 (at least 1), the usual
-     * Hopkins sample; 2 of 20 clients (docs/algorithms.md, issue 14) */
+     * Hopkins sample; 2 of 20 clients (docs/algorithms.md) */
     const int hm = a->tsdp_hopkins_m > n ? n : a->tsdp_hopkins_m;
     if (pfl_hopkins(&H, s->probs, n, (size_t)B * (size_t)C, hm, &hop)) return -1;
     s->hopkins[fl->round] = H;
@@ -479,7 +485,7 @@ static void tsdp_report(const pfl_fl *fl, FILE *f, int what) {
                 s->clusters);
         pfl_json_number(f, s->shared_layers);
         fprintf(f, ",\"shared_params\":%zu", s->shared_end);
-        /* issue 14: what this round's clustering did, and the shrinks so far */
+        /* what this round's clustering did, and the shrinks so far */
         if (s->noise_hist[r] >= 0) fprintf(f, ",\"noise_clients\":%d", s->noise_hist[r]);
         else fputs(",\"noise_clients\":null", f);
         fprintf(f, ",\"partition_changed\":%s,\"shrunk\":%s,\"shrinks\":%d", s->changed[r] ? "true" : "false",

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "fl/fl.h"
+#include "fl/method.h"
 
 typedef struct {
     int pub_start, n_pub;   /* the public set: dataset samples [pub_start, pub_start + n_pub) */

@@ -32,7 +32,6 @@
 #include <string.h>
 
 #include "algos/algos.h"
-#include "modules/modules.h" /* pfl_flayer_layer_lrs */
 #include "util/err.h"
 
 #define NORMALIZE_EPS 1e-12 /* F.normalize's default */
@@ -358,51 +357,25 @@ static void gpfl_receive(pfl_fl *fl, int client, const float *state, float *rece
 /* ---- local training ---- */
 
 typedef struct {
-    pfl_fl *fl;
-    float lr;
-    float lrs[PFL_MAX_LAYERS]; /* --flayer-lr: FLAYER's per-layer rates of the backbone, from the first batch */
-    pfl_rng dropout;
+    const pfl_fl *fl;
     float *emb_frozen;         /* the GCE as received: the magnitude-level target (PFLlib's GCE_frozen) */
-    float *dh, *logits, *scratch;
-} gpfl_trainer;
+    float *logits, *scratch;
+} gpfl_term;
 
-/* SGD on every row but the conditions: the backbone (head included) as
- * every method's local SGD, CoV and GCE with weight decay mu (PFLlib's
- * GCE_opt and CoV_opt). */
-static void gpfl_step(const gpfl_trainer *t, pfl_worker *w, float *model) {
-    const pfl_fl *fl = t->fl;
-    const pfl_model *m = fl->model;
-    const bool layer_lr = fl->cfg.modules.flayer_lr;
-    for (int l = 0; l < pfl_model_rows(m); l++) {
-        if (l == cond_row(m)) continue;
-        const bool backbone = l < m->num_layers;
-        const pfl_sgd opt = {backbone && layer_lr ? t->lrs[l] : t->lr, fl->cfg.momentum,
-                             backbone ? fl->cfg.weight_decay : fl->cfg.algo.gpfl_mu};
-        const size_t off = m->layers[l].offset;
-        pfl_sgd_step(model + off, w->grads + off, w->velocity + off, m->layers[l].length, &opt);
-    }
-}
-
-/* One batch of pfl_local_sgd, done here: the backbone's forward, GPFL's
- * loss on its features, the backward into the backbone, one step. */
-static bool gpfl_batch(void *ctx, pfl_worker *w, float *model, int B, long batch, float *loss, int *correct) {
-    gpfl_trainer *t = ctx;
+/* GPFL's loss on the backbone's features entering its head, the network's
+ * output (the head on the valve's personalized features): its value, the
+ * gradients of its blocks (into b->grads) and of the features (dz). */
+static double gpfl_loss_term(void *ctx, const pfl_term_batch *b, float *dz, int *correct) {
+    const gpfl_term *t = ctx;
     const pfl_model *m = t->fl->model;
-    const int D = feature_dim(m), C = m->classes, head = head_row(m);
-    memset(w->grads, 0, m->num_params * sizeof(float));
-    memset(t->dh, 0, sizeof(float) * (size_t)B * D);
-    pfl_forward(w->ws, model, w->x, B, true, &t->dropout);
-    pfl_update_running_stats(w->ws, model);
-    const pfl_gpfl_view v = view_of(m, model);
-    const pfl_gpfl_grads g = grads_of(m, w->grads);
-    *loss = pfl_gpfl_loss(&v, t->emb_frozen, t->fl->cfg.algo.gpfl_lambda, pfl_workspace_layer_input(w->ws, head),
-                          w->y, B, t->logits, &g, t->dh, t->scratch);
-    pfl_backward_below(w->ws, model, head, t->dh, w->grads);
-    if (t->fl->cfg.modules.flayer_lr && batch == 0) pfl_flayer_layer_lrs(t->lrs, m, w->grads, t->lr);
-    gpfl_step(t, w, model);
+    const int C = m->classes;
+    const pfl_gpfl_view v = view_of(m, b->params);
+    const pfl_gpfl_grads g = grads_of(m, b->grads);
+    const float loss = pfl_gpfl_loss(&v, t->emb_frozen, t->fl->cfg.algo.gpfl_lambda, b->z, b->labels, b->B,
+                                     t->logits, &g, dz, t->scratch);
     *correct = 0;
-    for (int n = 0; n < B; n++) *correct += pfl_argmax(t->logits + (size_t)n * C, C) == w->y[n];
-    return true;
+    for (int n = 0; n < b->B; n++) *correct += pfl_argmax(t->logits + (size_t)n * C, C) == b->labels[n];
+    return loss;
 }
 
 /* PFLlib's set_GCE, for the client that just trained: the generic
@@ -425,32 +398,45 @@ static void update_conditions(const pfl_fl *fl, int client, float *model) {
     pfl_gpfl_condition(emb, share, C, D, cond + D);
 }
 
+/* The step: GPFL's loss alone on the features (no cross-entropy on the
+ * backbone's logits); SGD on every row but the conditions, the backbone
+ * (head included) as every method's local SGD, CoV and GCE with weight
+ * decay mu (PFLlib's GCE_opt and CoV_opt). */
 static void gpfl_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const pfl_model *m = fl->model;
     const int D = feature_dim(m), C = m->classes, B = fl->cfg.batch;
     const size_t CD = (size_t)C * D;
-    float *mem = pfl_malloc(sizeof(float) * (CD + (size_t)B * D + (size_t)B * C + pfl_gpfl_scratch(B, C, D)));
+    float *mem = pfl_malloc(sizeof(float) * (CD + (size_t)B * C + pfl_gpfl_scratch(B, C, D)));
     if (!mem) return; /* out of memory: this client does not train */
-    gpfl_trainer t = {.fl = fl, .lr = pfl_round_lr(fl), .emb_frozen = mem};
-    t.dh = mem + CD, t.logits = t.dh + (size_t)B * D, t.scratch = t.logits + (size_t)B * C;
-    t.dropout = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_DROPOUT);
+    gpfl_term t = {.fl = fl, .emb_frozen = mem, .logits = mem + CD};
+    t.scratch = t.logits + (size_t)B * C;
     memcpy(t.emb_frozen, at(m, model, gce_row(m)), CD * sizeof(float));
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.batch_hook = gpfl_batch, o.batch_ctx = &t;
-    pfl_local_sgd(fl, client, w, model, &o, stats);
+    pfl_step s = pfl_step_default(fl);
+    s.ce_weight = 0.0;
+    const pfl_loss_term term = {.name = "gpfl's valve and heads", .at = head_row(m), .weight = 1.0f,
+                                .value = gpfl_loss_term, .ctx = &t, .predicts = true};
+    pfl_step_add_term(&s, &term);
+    bool frozen[PFL_MAX_LAYERS] = {false};
+    float decay[PFL_MAX_LAYERS];
+    for (int l = 0; l < pfl_model_rows(m); l++)
+        decay[l] = l < m->num_layers ? fl->cfg.weight_decay : fl->cfg.algo.gpfl_mu;
+    frozen[cond_row(m)] = true;
+    s.opt.frozen = frozen, s.opt.row_decay = decay;
+    pfl_step_run(fl, client, w, model, &s, stats);
     update_conditions(fl, client, model);
     free(mem);
 }
 
 /* The personalized model's output: its head on CoV(h, p_i). */
-static int gpfl_personal_correct(const pfl_fl *fl, pfl_worker *w, const float *params, int B) {
+static int gpfl_personal_correct(const pfl_fl *fl, pfl_exec *x, const float *params) {
     const pfl_model *m = fl->model;
-    const int D = feature_dim(m), C = m->classes;
-    float *mem = pfl_malloc(sizeof(float) * (VALVE_FLOATS(D) + (size_t)B * D + (size_t)C));
+    const int D = feature_dim(m), C = m->classes, B = x->batch;
+    float *mem = pfl_malloc(sizeof(float) * (VALVE_FLOATS(D) + 2 * (size_t)B * D + (size_t)C));
     if (!mem) return 0;
-    float *fp = mem + VALVE_FLOATS(D), *z = fp + (size_t)B * D;
+    float *fp = mem + VALVE_FLOATS(D), *h = fp + (size_t)B * D, *z = h + (size_t)B * D;
+    const uint8_t *labels = pfl_exec_labels(x);
     const pfl_gpfl_view v = view_of(m, params);
-    pfl_gpfl_valve(&v, v.cond_p, pfl_workspace_layer_input(w->ws, head_row(m)), B, fp, mem);
+    pfl_gpfl_valve(&v, v.cond_p, pfl_exec_features(x, head_row(m), h), B, fp, mem);
     int correct = 0;
     for (int n = 0; n < B; n++) {
         for (int c = 0; c < C; c++) {
@@ -458,7 +444,7 @@ static int gpfl_personal_correct(const pfl_fl *fl, pfl_worker *w, const float *p
             for (int d = 0; d < D; d++) acc += (double)v.head_w[(size_t)c * D + d] * fp[(size_t)n * D + d];
             z[c] = (float)acc;
         }
-        correct += pfl_argmax(z, C) == w->y[n];
+        correct += pfl_argmax(z, C) == labels[n];
     }
     free(mem);
     return correct;

@@ -26,11 +26,9 @@
 #include "util/err.h"
 
 typedef struct {
-    pfl_store *logits; /* per client its process owns (row: pfl_transport_local_index): layers x 2 floats,
-                        * (load global, keep own); in a store (src/fl/store.h), which the run frees */
+    pfl_store *logits; /* per client: layers x 2 floats, (load global, keep own); in a store (src/fl/store.h),
+                        * which the run frees */
 } partialfed_state;
-
-static int logits_row(const pfl_fl *fl, int client) { return pfl_transport_local_index(fl->cfg.transport, client); }
 
 static int partialfed_check(const pfl_config *cfg) {
     if (cfg->algo.pf_fm + cfg->algo.pf_fs < 1)
@@ -44,8 +42,7 @@ static int partialfed_create(pfl_fl *fl) {
     /* zero logits: both choices equally likely; the first initialization loads the global model */
     const size_t len = (size_t)fl->model->num_layers * 2;
     float *zeros = pfl_calloc(len, sizeof(float));
-    s->logits = zeros ? pfl_fl_store(fl, "partialfed-logits", pfl_transport_owned_count(fl->cfg.transport, fl->cfg.clients),
-                                     len, zeros)
+    s->logits = zeros ? pfl_fl_store(fl, "partialfed-logits", fl->cfg.clients, len, zeros)
                       : NULL;
     free(zeros);
     return s->logits ? 0 : -1;
@@ -58,7 +55,7 @@ static void partialfed_destroy(pfl_fl *fl) {
 
 const float *pfl_partialfed_logits(const pfl_fl *fl, int client) {
     const partialfed_state *s = fl->algo_state;
-    return pfl_store_read(s->logits, logits_row(fl, client));
+    return pfl_store_read(s->logits, client);
 }
 
 float pfl_partialfed_tau(const pfl_fl *fl) {
@@ -101,17 +98,10 @@ static const float *partialfed_personal(pfl_fl *fl, int client, float *scratch) 
     return partial_init(fl, client, scratch);
 }
 
-typedef struct {
-    pfl_fl *fl;
-    int client;
-    float *logits;
-    float tau;
-    pfl_rng gumbel;
-} partialfed_batch;
-
 void pfl_partialfed_strategy_step(pfl_fl *fl, pfl_worker *w, const float *model, float *logits, float tau, pfl_rng *gumbel,
-                                  int B, float *loss, int *correct) {
+                                  float *loss, int *correct) {
     const pfl_model *m = fl->model;
+    pfl_exec *x = w->exec;
     const int L = m->num_layers;
     bool load[PFL_MAX_LAYERS];
     double y_load[PFL_MAX_LAYERS];
@@ -123,12 +113,15 @@ void pfl_partialfed_strategy_step(pfl_fl *fl, pfl_worker *w, const float *model,
         y_load[l] = 1.0 / (1.0 + exp(b - a));
         load[l] = a >= b; /* the hard sample: argmax, loading on a tie */
     }
-    float *mix = w->aux, *grads = w->aux_grads;
+    float *mix = w->aux, *grads = pfl_exec_host(&w->aux_grads);
     pfl_partialfed_build(m, load, fl->global, model, mix);
-    memset(grads, 0, sizeof(float) * m->num_params);
-    *loss = pfl_forward_loss(w->ws, mix, w->x, w->y, B, true, NULL);
-    *correct = pfl_count_correct(w->ws, w->y, B);
-    pfl_backward(w->ws, mix, w->y, grads);
+    pfl_xbuf mix_v = pfl_exec_view(x, mix, pfl_model_vector_len(m), false);
+    pfl_exec_zero(x, &w->aux_grads, 0, m->num_params);
+    pfl_exec_forward(x, &mix_v, true, NULL);
+    *loss = pfl_exec_xent(x, NULL);
+    *correct = pfl_exec_correct(x);
+    pfl_exec_backward(x, &mix_v, &w->aux_grads, 0, 1.0f, NULL, 0);
+    pfl_exec_unview(x, &mix_v);
     /* straight-through: the layer is y_load global + (1 - y_load) own, so dL/dy_load = <g, global - own>;
      * through the softmax, dL/dz_load = y_load (1 - y_load) / tau * dL/dy_load = -dL/dz_own */
     const double lr = fl->cfg.algo.pf_lr;
@@ -142,23 +135,34 @@ void pfl_partialfed_strategy_step(pfl_fl *fl, pfl_worker *w, const float *model,
     }
 }
 
-/* Of every f_m + f_s batches, the first f_m are plain SGD on the model, the last f_s train the strategy. */
-static bool partialfed_batch_hook(void *ctx, pfl_worker *w, float *model, int B, long batch, float *loss, int *correct) {
+typedef struct {
+    float *logits;
+    float tau;
+    pfl_rng gumbel;
+} partialfed_batch;
+
+/* Of every f_m + f_s batches, the first f_m are the step's SGD on the model, the last f_s train the
+ * strategy (the method's own work on host memory). */
+static bool partialfed_strategy_batch(void *ctx, pfl_owned_batch *b) {
     partialfed_batch *p = ctx;
-    const pfl_algo_params *a = &p->fl->cfg.algo;
-    if (batch % (a->pf_fm + a->pf_fs) < a->pf_fm) return false;
-    pfl_partialfed_strategy_step(p->fl, w, model, p->logits, p->tau, &p->gumbel, B, loss, correct);
+    const pfl_algo_params *a = &b->fl->cfg.algo;
+    if (b->index % (a->pf_fm + a->pf_fs) < a->pf_fm) return false;
+    pfl_exec_gather(b->x, b->idx, b->B);
+    float loss;
+    int correct;
+    pfl_partialfed_strategy_step(b->fl, b->w, pfl_exec_host(b->model), p->logits, p->tau, &p->gumbel, &loss, &correct);
+    pfl_step_count(b, loss, correct, b->B);
     return true;
 }
 
 static void partialfed_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const partialfed_state *s = fl->algo_state;
-    partialfed_batch p = {fl, client, pfl_store_write(s->logits, logits_row(fl, client)), pfl_partialfed_tau(fl),
+    partialfed_batch p = {pfl_store_write(s->logits, client), pfl_partialfed_tau(fl),
                           pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_ALGO)};
     if (!p.logits) return; /* the store's error fails the round */
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.batch_hook = partialfed_batch_hook, o.batch_ctx = &p;
-    pfl_local_sgd(fl, client, w, model, &o, stats);
+    pfl_step step = pfl_step_default(fl);
+    step.own = partialfed_strategy_batch, step.own_ctx = &p;
+    pfl_step_run(fl, client, w, model, &step, stats);
 }
 
 static int partialfed_save(const pfl_fl *fl, pfl_ckpt_writer *w) {

@@ -56,102 +56,99 @@ static void descend(float *params, const float *g, size_t P, float step) {
     for (size_t i = 0; i < P; i++) params[i] -= step * g[i];
 }
 
-/* The gradient of the mean cross-entropy of `params` on the batch in w->x,
- * w->y (B samples) into grads, from a training forward with dropout drawn
- * from `dropout`; the batch statistics move the running statistics of
- * `stats_of` (NULL: none, for the Hessian probes). Returns the loss. */
-static float batch_gradient(const pfl_fl *fl, pfl_worker *w, const float *params, int B, float *grads,
-                            pfl_rng *dropout, float *stats_of) {
-    memset(grads, 0, fl->model->num_params * sizeof(float));
-    const float loss = pfl_forward_loss(w->ws, params, w->x, w->y, B, true, dropout);
-    if (stats_of) pfl_update_running_stats(w->ws, stats_of);
-    pfl_backward(w->ws, params, w->y, grads);
-    return loss;
-}
-
-/* Counts a forward's loss and predictions into the round's stats. */
-static void count(pfl_train_stats *stats, const pfl_worker *w, float loss, int B, bool last_epoch) {
-    stats->loss_sum += (double)loss * B;
-    stats->samples += B;
-    if (last_epoch) {
-        stats->last_epoch_correct += pfl_count_correct(w->ws, w->y, B);
-        stats->last_epoch_samples += B;
+/* The gradient of the mean cross-entropy of `params` on the batch in the
+ * executor into grads, from a training forward with dropout drawn from
+ * `dropout`; the batch statistics move the running statistics of
+ * `stats_of` (NULL: none, for the Hessian probes). Returns the loss; its
+ * correct predictions into *correct (or NULL). */
+static float batch_gradient(const pfl_fl *fl, pfl_exec *x, const float *params, pfl_xbuf *grads, pfl_rng *dropout,
+                            float *stats_of, int *correct) {
+    const size_t V = pfl_model_vector_len(fl->model);
+    pfl_xbuf p = pfl_exec_view_const(x, params, V);
+    pfl_exec_zero(x, grads, 0, fl->model->num_params);
+    pfl_exec_forward(x, &p, true, dropout);
+    const float loss = pfl_exec_xent(x, NULL);
+    if (stats_of) {
+        pfl_xbuf s = pfl_exec_view(x, stats_of, V, true);
+        pfl_exec_update_stats(x, &s);
+        pfl_exec_unview(x, &s);
     }
+    if (correct) *correct = pfl_exec_correct(x);
+    pfl_exec_backward(x, &p, grads, 0, 1.0f, NULL, 0);
+    pfl_exec_unview(x, &p);
+    return loss;
 }
 
 /* hv = H(w; D'') g by central differences of the gradient at w +- delta g,
  * both with the same dropout masks. Uses w->aux (the probe point), w->grads
  * and w->velocity (the two gradients). */
-static void hessian_times(const pfl_fl *fl, pfl_worker *w, const float *model, const float *g, int B,
-                          pfl_rng *dropout, float *hv) {
+static void hessian_times(const pfl_fl *fl, pfl_worker *w, const float *model, const float *g, pfl_rng *dropout,
+                          float *hv) {
     const size_t P = fl->model->num_params, V = pfl_model_vector_len(fl->model);
     const float delta = fl->cfg.algo.perfedavg_delta;
+    const float *plus = pfl_exec_host(&w->grads), *minus = pfl_exec_host(&w->velocity);
     const pfl_rng masks = *dropout;
     pfl_rng r = masks;
     memcpy(w->aux, model, V * sizeof(float));
     descend(w->aux, g, P, -delta);
-    batch_gradient(fl, w, w->aux, B, w->grads, &r, NULL);
+    batch_gradient(fl, w->exec, w->aux, &w->grads, &r, NULL, NULL);
     r = masks;
     memcpy(w->aux, model, V * sizeof(float));
     descend(w->aux, g, P, delta);
-    batch_gradient(fl, w, w->aux, B, w->velocity, &r, NULL);
+    batch_gradient(fl, w->exec, w->aux, &w->velocity, &r, NULL, NULL);
     *dropout = r;
-    for (size_t i = 0; i < P; i++) hv[i] = (w->grads[i] - w->velocity[i]) / (2.0f * delta);
+    for (size_t i = 0; i < P; i++) hv[i] = (plus[i] - minus[i]) / (2.0f * delta);
 }
 
-/* One local step on the n samples at idx, split into k parts (D, D' and,
+/* One local step on the batch's n samples, split into k parts (D, D' and,
  * for HF, D''): batches of --batch, or nearly equal parts of a last,
- * shorter chunk. */
-static void meta_step(pfl_fl *fl, pfl_worker *w, float *model, const int *idx, int n, int k, pfl_rng *dropout,
-                      pfl_train_stats *stats, bool last_epoch) {
+ * shorter chunk (the method's own work on host memory). */
+static bool meta_step(void *ctx, pfl_owned_batch *b) {
+    const int k = *(const int *)ctx;
+    pfl_fl *fl = b->fl;
+    pfl_worker *w = b->w;
+    pfl_exec *x = b->x;
     const size_t P = fl->model->num_params, V = pfl_model_vector_len(fl->model);
-    int size[3], at = 0;
-    for (int i = 0; i < k; i++) size[i] = n / k + (i < n % k);
+    float *model = pfl_exec_host(b->model), *g = pfl_exec_host(&w->grads), *g2 = pfl_exec_host(&w->aux_grads);
+    int size[3], at = 0, correct;
+    for (int i = 0; i < k; i++) size[i] = b->B / k + (i < b->B % k);
     /* w' = w - alpha grad f(w; D), in w->aux */
-    pfl_dataset_gather(fl->data, idx, size[0], w->x, w->y);
-    count(stats, w, batch_gradient(fl, w, model, size[0], w->grads, dropout, model), size[0], last_epoch);
+    pfl_exec_gather(x, b->idx, size[0]);
+    float loss = batch_gradient(fl, x, model, &w->grads, b->dropout, model, &correct);
+    pfl_step_count(b, loss, correct, size[0]);
     memcpy(w->aux, model, V * sizeof(float));
-    descend(w->aux, w->grads, P, alpha_of(fl, fl->round));
+    descend(w->aux, g, P, alpha_of(fl, fl->round));
     /* g = grad f(w'; D'), in w->aux_grads */
     at += size[0];
-    pfl_dataset_gather(fl->data, idx + at, size[1], w->x, w->y);
-    count(stats, w, batch_gradient(fl, w, w->aux, size[1], w->aux_grads, dropout, model), size[1], last_epoch);
+    pfl_exec_gather(x, b->idx + at, size[1]);
+    loss = batch_gradient(fl, x, w->aux, &w->aux_grads, b->dropout, model, &correct);
+    pfl_step_count(b, loss, correct, size[1]);
     if (k == 3) { /* g -= alpha H(w; D'') g */
         at += size[1];
-        pfl_dataset_gather(fl->data, idx + at, size[2], w->x, w->y);
-        hessian_times(fl, w, model, w->aux_grads, size[2], dropout, w->aux);
-        descend(w->aux_grads, w->aux, P, alpha_of(fl, fl->round));
+        pfl_exec_gather(x, b->idx + at, size[2]);
+        hessian_times(fl, w, model, g2, b->dropout, w->aux);
+        descend(g2, w->aux, P, alpha_of(fl, fl->round));
     }
-    descend(model, w->aux_grads, P, beta_of(fl));
+    descend(model, g2, P, beta_of(fl));
+    return true;
 }
 
 /* --epochs passes over the shuffled training split, each cut into chunks of
  * k x --batch samples (a last chunk with fewer than k samples is left for
- * that pass). Under --local-steps K the round's epochs x K batches make
- * epochs x K / k local steps (at least one). */
+ * that pass), each chunk one local step. Under --local-steps K the round's
+ * epochs x K batches make epochs x K / k local steps (at least one). */
 static void perfedavg_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const pfl_client_data *cd = &fl->part->clients[client];
-    const int k = fl->cfg.algo.perfedavg_hf ? 3 : 2, chunk = k * fl->cfg.batch;
+    int k = fl->cfg.algo.perfedavg_hf ? 3 : 2;
+    const int chunk = k * fl->cfg.batch;
     const long per_pass = cd->n_train / chunk + (cd->n_train % chunk >= k);
     const long batches = pfl_epoch_steps(fl, fl->cfg.epochs);
     const long budget = batches > 0 ? (batches / k > 0 ? batches / k : 1) : per_pass * fl->cfg.epochs;
     if (per_pass == 0 || budget == 0) return;
-    const long passes = (budget + per_pass - 1) / per_pass;
-    pfl_rng shuffle = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_SHUFFLE);
-    pfl_rng dropout = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_DROPOUT);
-    memcpy(w->order, cd->train, sizeof(int) * (size_t)cd->n_train);
-    long done = 0;
-    for (long pass = 0; pass < passes; pass++) {
-        const bool last_epoch = pass == passes - 1;
-        if (last_epoch) stats->last_epoch_correct = stats->last_epoch_samples = 0;
-        pfl_rng_shuffle(&shuffle, w->order, (size_t)cd->n_train);
-        for (int start = 0; start < cd->n_train && done < budget; start += chunk) {
-            const int n = cd->n_train - start < chunk ? cd->n_train - start : chunk;
-            if (n < k) break;
-            meta_step(fl, w, model, w->order + start, n, k, &dropout, stats, last_epoch);
-            done++;
-        }
-    }
+    pfl_step step = pfl_step_default(fl);
+    step.batch = chunk, step.min_batch = k, step.steps = (int)budget;
+    step.own = meta_step, step.own_ctx = &k;
+    pfl_step_run(fl, client, w, model, &step, stats);
 }
 
 /* --perfedavg-steps steps of size alpha on `model`, personalizing it for
@@ -168,9 +165,9 @@ static void personalize(pfl_fl *fl, int client, pfl_worker *w, float *model, int
             start = 0;
         }
         const int B = cd->n_train - start < fl->cfg.batch ? cd->n_train - start : fl->cfg.batch;
-        pfl_dataset_gather(fl->data, w->order + start, B, w->x, w->y);
-        batch_gradient(fl, w, model, B, w->grads, &rng, model);
-        descend(model, w->grads, fl->model->num_params, alpha_of(fl, round));
+        pfl_exec_gather(w->exec, w->order + start, B);
+        batch_gradient(fl, w->exec, model, &w->grads, &rng, model, NULL);
+        descend(model, pfl_exec_host(&w->grads), fl->model->num_params, alpha_of(fl, round));
     }
 }
 

@@ -86,31 +86,18 @@ static void cfr_receive(pfl_fl *fl, int client, const float *state, float *recei
     memcpy(received + s->span, fl->global + s->span, sizeof(float) * (pfl_model_vector_len(fl->model) - s->span));
 }
 
-/* Eq. 15's penalties: lambda/alpha toward the fused layers on [0, span), mu
- * toward the global model on the rest (a unit may end inside a row). */
-typedef struct {
-    size_t span;
-    float fused_coef, global_coef;
-    const float *fused, *global;
-} cfr_prox;
-
-static void cfr_prox_hook(const void *ctx, const pfl_model *m, const float *params, float *grads) {
-    const cfr_prox *p = ctx;
-    if (p->fused_coef != 0.0f)
-        for (size_t i = 0; i < p->span; i++) grads[i] += p->fused_coef * (params[i] - p->fused[i]);
-    if (p->global_coef != 0.0f)
-        for (size_t i = p->span; i < m->num_params; i++) grads[i] += p->global_coef * (params[i] - p->global[i]);
-}
-
+/* Eq. 15's penalties, proximal terms of the local step: lambda/alpha toward
+ * the fused layers on [0, span), mu toward the global model on the rest (a
+ * unit may end inside a row). */
 static void cfr_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const cfr_state *s = fl->algo_state;
     const pfl_algo_params *a = &fl->cfg.algo;
-    const cfr_prox prox = {.span = s->span, .fused_coef = a->amp_lambda / a->amp_alpha, .global_coef = a->mu,
-                           .fused = fused_of(s, client), .global = fl->global};
-    pfl_train_opts o = pfl_train_opts_default(fl);
-    o.grad_hook = cfr_prox_hook;
-    o.hook_ctx = &prox;
-    pfl_local_sgd(fl, client, w, model, &o, stats);
+    const float fused_coef = a->amp_lambda / a->amp_alpha, global_coef = a->mu;
+    pfl_step o = pfl_step_default(fl);
+    /* the first r layers toward their fused values, the rest toward the generic model */
+    if (fused_coef != 0.0f) pfl_step_add_prox(&o, fused_coef, fused_of(s, client), 0, s->span);
+    if (global_coef != 0.0f) pfl_step_add_prox(&o, global_coef, fl->global, s->span, fl->model->num_params - s->span);
+    pfl_step_run(fl, client, w, model, &o, stats);
 }
 
 static void cfr_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {

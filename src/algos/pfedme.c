@@ -72,53 +72,48 @@ static void pfedme_init(pfl_fl *fl, int client, float *model) {
     memcpy(model, theta, V * sizeof(float));
 }
 
-static void pfedme_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
+typedef struct {
+    float *theta;
+} pfedme_batch_ctx;
+
+/* One batch: K steps of theta on the batch's loss plus lambda/2 ||theta -
+ * w||^2, then w moves toward theta (the method's own work on host memory). */
+static bool pfedme_batch(void *ctx, pfl_owned_batch *b) {
+    const pfedme_batch_ctx *c = ctx;
+    pfl_exec_gather(b->x, b->idx, b->B);
+    const pfl_fl *fl = b->fl;
     const pfl_algo_params *a = &fl->cfg.algo;
-    const pfl_client_data *cd = &fl->part->clients[client];
     const size_t P = fl->model->num_params;
     const float plr = a->pfedme_lr, lambda = a->pfedme_lambda, wd = fl->cfg.weight_decay;
     const float outer = pfl_round_lr(fl) * lambda; /* FedTSDP: --lr-decay */
-    float *theta = pfl_client_model(fl, client);
-    if (!theta) return;
-    pfl_rng shuffle = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_SHUFFLE);
-    pfl_rng dropout = pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_DROPOUT);
-    memcpy(w->order, cd->train, sizeof(int) * (size_t)cd->n_train);
-    /* --local-steps K: K batches an epoch (pFedMe's own "local epochs" are batches) */
-    const long budget = pfl_epoch_steps(fl, fl->cfg.epochs);
-    const long per_pass = ((long)cd->n_train + fl->cfg.batch - 1) / fl->cfg.batch;
-    if (budget > 0 && per_pass == 0) return;
-    const int passes = budget > 0 ? (int)((budget + per_pass - 1) / per_pass) : fl->cfg.epochs;
-    long steps_left = budget > 0 ? budget : -1;
-    for (int epoch = 0; epoch < passes; epoch++) {
-        const bool last_epoch = epoch == passes - 1;
-        if (last_epoch) stats->last_epoch_correct = stats->last_epoch_samples = 0;
-        pfl_rng_shuffle(&shuffle, w->order, (size_t)cd->n_train);
-        for (int start = 0; start < cd->n_train && steps_left != 0; start += fl->cfg.batch, steps_left--) {
-            const int B = cd->n_train - start < fl->cfg.batch ? cd->n_train - start : fl->cfg.batch;
-            pfl_dataset_gather(fl->data, w->order + start, B, w->x, w->y);
-            for (int k = 0; k < a->pfedme_k; k++) {
-                memset(w->grads, 0, P * sizeof(float));
-                const float loss = pfl_forward_loss(w->ws, theta, w->x, w->y, B, true, &dropout);
-                pfl_update_running_stats(w->ws, theta);
-                if (k == 0) { /* the batch's loss and accuracy as it arrives */
-                    stats->loss_sum += (double)loss * B;
-                    stats->samples += B;
-                    if (last_epoch) {
-                        stats->last_epoch_correct += pfl_count_correct(w->ws, w->y, B);
-                        stats->last_epoch_samples += B;
-                    }
-                }
-                pfl_backward_top(w->ws, theta, w->y, w->grads, 0);
-                for (size_t j = 0; j < P; j++)
-                    theta[j] -= plr * (w->grads[j] + lambda * (theta[j] - model[j]) + wd * theta[j]);
-            }
-            for (size_t j = 0; j < P; j++) model[j] -= outer * (model[j] - theta[j]);
-        }
+    pfl_exec *x = b->x;
+    float *model = pfl_exec_host(b->model), *theta = c->theta, *g = pfl_exec_host(&b->w->grads);
+    pfl_xbuf theta_v = pfl_exec_view(x, theta, pfl_model_vector_len(fl->model), true);
+    for (int k = 0; k < a->pfedme_k; k++) {
+        pfl_exec_zero(x, &b->w->grads, 0, P);
+        pfl_exec_forward(x, &theta_v, true, b->dropout);
+        const float loss = pfl_exec_xent(x, NULL);
+        pfl_exec_update_stats(x, &theta_v);
+        if (k == 0) pfl_step_count(b, loss, pfl_exec_correct(x), b->B); /* the batch as it arrives */
+        pfl_exec_backward(x, &theta_v, &b->w->grads, 0, 1.0f, NULL, 0);
+        for (size_t j = 0; j < P; j++) theta[j] -= plr * (g[j] + lambda * (theta[j] - model[j]) + wd * theta[j]);
     }
+    for (size_t j = 0; j < P; j++) model[j] -= outer * (model[j] - theta[j]);
+    pfl_exec_unview(x, &theta_v);
+    return true;
+}
+
+static void pfedme_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
+    pfedme_batch_ctx c = {pfl_client_model(fl, client)};
+    if (!c.theta) return;
+    /* --local-steps K: K batches an epoch (pFedMe's own "local epochs" are batches) */
+    pfl_step step = pfl_step_default(fl);
+    step.own = pfedme_batch, step.own_ctx = &c;
+    pfl_step_run(fl, client, w, model, &step, stats);
     /* w is never run: it uploads the running statistics theta's batches
      * gathered (PFLlib uploads its model, whose buffers theta updated) */
-    const size_t V = pfl_model_vector_len(fl->model);
-    memcpy(model + P, theta + P, (V - P) * sizeof(float));
+    const size_t P = fl->model->num_params, V = pfl_model_vector_len(fl->model);
+    memcpy(model + P, c.theta + P, (V - P) * sizeof(float));
 }
 
 /* theta was trained in place as the client's state; w is only uploaded. */

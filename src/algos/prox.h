@@ -1,19 +1,12 @@
-/* The proximal term mu/2 * ||params - anchor||^2 that FedProx and Ditto add
- * to the local loss: its gradient mu * (params - anchor), as a training hook. */
+/* FedProx's local training, which FedProx-C reuses after its fine-tuning. */
 #ifndef PFL_ALGOS_PROX_H
 #define PFL_ALGOS_PROX_H
 
-#include "fl/fl.h"
+#include "fl/method.h"
 
-typedef struct {
-    float mu;
-    const float *anchor;   /* num_params */
-} pfl_prox;
-
-void pfl_prox_hook(const void *ctx, const pfl_model *m, const float *params, float *grads);
-
-/* FedProx's local training: FedAvg's SGD with the term --mu toward the
- * global model (FedProx-C trains so after its fine-tuning). */
+/* FedAvg's step with the proximal term mu/2 ||w - w_global||^2 (--mu) toward
+ * the global model: its gradient mu (w - w_global) joins every parameter's
+ * (PFLlib's PerturbedGradientDescent). */
 void pfl_fedprox_local_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats);
 
 #endif

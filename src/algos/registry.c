@@ -14,14 +14,13 @@ const pfl_algo *const pfl_algos[] = {&pfl_algo_fedavg, &pfl_algo_local, &pfl_alg
                                      &pfl_algo_pfedme, &pfl_algo_cfl,
                                      /* FedTSDP */
                                      &pfl_algo_fedtsdp,
-                                     /* issue 16 */
+                                     /* methods that change the model */
                                      &pfl_algo_lgfedavg, &pfl_algo_fedbabu, &pfl_algo_apfl, &pfl_algo_fedrod, &pfl_algo_fedcp,
                                      &pfl_algo_gpfl,
-                                     /* issue 15, part a */
+                                     /* FedALA's baselines */
                                      &pfl_algo_fedavg_c, &pfl_algo_fedprox_c, &pfl_algo_perfedavg, &pfl_algo_fedphp,
-                                     /* issue 15: FedFomo, APPLE, PartialFed */
+                                     /* several downloaded models; partial loading */
                                      &pfl_algo_fedfomo, &pfl_algo_apple, &pfl_algo_partialfed,
-                                     /* end of issue 15's FedFomo, APPLE, PartialFed */
                                      NULL};
 
 /* Methods registered at run time (pfl_algo_register), after the built-in ones. */

@@ -71,35 +71,39 @@ static double std_of_last(const double *v, int n, int window) {
  * batch loss, and in *last_full the loss of its last full batch (of its
  * only batch when the sample is smaller than one), each loss taken before
  * its batch's step. */
-static double learn_epoch(pfl_ala_client *c, const pfl_ala_config *cfg, const pfl_model *m, const pfl_dataset *d,
-                          const int *idx, int n, const float *global, const float *local, size_t offset,
-                          size_t length, const pfl_ala_buffers *buf, double *last_full) {
+static double learn_epoch(pfl_ala_client *c, const pfl_ala_config *cfg, const pfl_model *m, const int *idx, int n,
+                          const float *global, const float *local, size_t offset, size_t length,
+                          const pfl_ala_buffers *buf, double *last_full) {
     double loss_sum = 0.0;
     int batches = 0;
     const int end = m->num_layers - cfg->private_layers < 0 ? 0 : m->num_layers - cfg->private_layers;
     const int first_top = end - cfg->p < 0 ? 0 : end - cfg->p;
+    pfl_exec *x = buf->exec;
+    const float *grads = pfl_exec_host(buf->grads);
+    pfl_xbuf temp = pfl_exec_view(x, buf->temp, pfl_model_vector_len(m), true);
     for (int start = 0; start < n; start += cfg->batch) {
         int B = n - start < cfg->batch ? n - start : cfg->batch;
-        pfl_dataset_gather(d, idx + start, B, buf->x, buf->y);
-        memset(buf->grads + offset, 0, sizeof(float) * (m->num_params - offset)); /* the window and above */
+        pfl_exec_gather(x, idx + start, B);
+        pfl_exec_zero(x, buf->grads, offset, m->num_params - offset); /* the window and above */
         /* training mode without an rng: BatchNorm normalizes with batch
          * statistics as PFLlib's ALA does (the local model it copies is left
          * in train mode by the previous round's training), dropout is the
          * identity; the temporary model's running statistics are not kept */
-        const double loss = pfl_forward_loss(buf->ws, buf->temp, buf->x, buf->y, B, true, NULL);
+        pfl_exec_forward(x, &temp, true, NULL);
+        const double loss = pfl_exec_xent(x, NULL);
         loss_sum += loss;
         if (B == cfg->batch || start == 0) *last_full = loss;
-        pfl_backward_top(buf->ws, buf->temp, buf->y, buf->grads, first_top);
-        pfl_ala_weight_step(c->weights, buf->grads + offset, global + offset, local + offset, cfg->eta, length);
+        pfl_exec_backward(x, &temp, buf->grads, first_top, 1.0f, NULL, 0);
+        pfl_ala_weight_step(c->weights, grads + offset, global + offset, local + offset, cfg->eta, length);
         mix(buf->temp + offset, local + offset, global + offset, c->weights, length);
         batches++;
     }
+    pfl_exec_unview(x, &temp);
     return batches ? loss_sum / batches : 0.0;
 }
 
-pfl_ala_report pfl_ala_apply(pfl_ala_client *c, const pfl_ala_config *cfg, const pfl_model *m,
-                             const pfl_dataset *d, const int *train, int n_train, const float *global, float *local,
-                             const pfl_ala_buffers *buf, pfl_rng *rng) {
+pfl_ala_report pfl_ala_apply(pfl_ala_client *c, const pfl_ala_config *cfg, const pfl_model *m, const int *train,
+                             int n_train, const float *global, float *local, const pfl_ala_buffers *buf, pfl_rng *rng) {
     pfl_ala_report report = {0};
     size_t offset, length;
     pfl_ala_window(m, cfg->p, cfg->private_layers, &offset, &length);
@@ -130,7 +134,7 @@ pfl_ala_report pfl_ala_apply(pfl_ala_client *c, const pfl_ala_config *cfg, const
     const double t0 = ala_now();
     for (;;) {
         double last_full = 0.0;
-        double loss = learn_epoch(c, cfg, m, d, buf->order, n, global, local, offset, length, buf, &last_full);
+        double loss = learn_epoch(c, cfg, m, buf->order, n, global, local, offset, length, buf, &last_full);
         losses[report.epochs++] = last_full;
         report.last_loss = (float)loss;
         if (c->started) break; /* later rounds: one epoch */

@@ -62,13 +62,13 @@ typedef struct {
     int tsdp_hopkins_m;     /* Hopkins sample size m~ (0: max(1, m / 10) of the m clients) */
     bool tsdp_shrink_on_change; /* L_s shrinks only at a clustering that changes the grouping (default: every one) */
     bool tsdp_noise_singletons; /* each DBSCAN noise client a cluster alone (default: a run's noise one group) */
-    /* issue 16 */
+    /* methods that change the model: FedBABU, APFL, FedCP, GPFL */
     int fine_tune_epochs;   /* fedbabu: whole-model fine-tuning epochs of the personalized model */
     float apfl_alpha;       /* apfl: initial mixing weight of the local model */
     float fedcp_lambda;     /* fedcp: weight of the MMD between the trained and the received features */
     float gpfl_lambda;      /* gpfl: weight of the magnitude-level guidance ||f_G - e_y|| */
     float gpfl_mu;          /* gpfl: weight decay of the CoV and GCE parameters */
-    /* ---- issue 15, part a: FedAvg-C, FedProx-C, Per-FedAvg, FedPHP ---- */
+    /* FedALA's baselines: FedAvg-C, FedProx-C, Per-FedAvg, FedPHP */
     int ft_epochs;          /* fedavg-c, fedprox-c: epochs of fine-tuning of the received model */
     float perfedavg_alpha;  /* perfedavg: alpha, the personalization step (0: --lr) */
     float perfedavg_beta;   /* perfedavg: beta, the meta step (0: --lr) */
@@ -77,8 +77,7 @@ typedef struct {
     float perfedavg_delta;  /* perfedavg: delta of those differences */
     float php_mu;           /* fedphp: mu, the largest moving-average weight of the inherited model */
     float php_lambda;       /* fedphp: lambda, weight of the MMD term in the local loss */
-    /* ---- end of issue 15, part a ---- */
-    /* ---- issue 15: FedFomo, APPLE, PartialFed (src/algos/fedfomo.c, apple.c, partialfed.c) ---- */
+    /* methods that download several models: FedFomo, APPLE; and PartialFed */
     int fomo_m;             /* fedfomo: M, the client models a client downloads (0: every client's) */
     float fomo_val;         /* fedfomo: fraction of a client's training split held out to weigh them */
     float apple_dr_lr;      /* apple: eta_2, learning rate of the directed-relationship vector p_i */
@@ -90,7 +89,6 @@ typedef struct {
     float pf_tau_decay;     /* partialfed: the temperature of round r is tau * decay^(r-1) */
     int pf_fm, pf_fs;       /* partialfed: f_m model batches, then f_s strategy batches, in turn */
     float pf_lr;            /* partialfed: learning rate of the strategy's logits */
-    /* ---- end of issue 15's FedFomo, APPLE, PartialFed ---- */
 } pfl_algo_params;
 
 /* Modules any algorithm can switch on (DESIGN.md §2): FedALA's adaptive local

@@ -20,12 +20,19 @@ void pfl_flayer_mix_window(float *local, const float *received, const pfl_model 
 }
 
 void pfl_flayer_layer_lrs(float *lrs, const pfl_model *m, const float *grads, float lr) {
+    double sq[PFL_MAX_LAYERS];
+    for (int l = 0; l < m->num_layers; l++) {
+        const float *g = grads + m->layers[l].offset;
+        sq[l] = 0.0;
+        for (size_t j = 0; j < m->layers[l].length; j++) sq[l] += (double)g[j] * g[j];
+    }
+    pfl_flayer_rates(lrs, m, sq, lr);
+}
+
+void pfl_flayer_rates(float *lrs, const pfl_model *m, const double *sq, float lr) {
     const int L = m->num_layers;
     for (int l = 0; l < L; l++) {
-        const float *g = grads + m->layers[l].offset;
-        double sq = 0.0;
-        for (size_t j = 0; j < m->layers[l].length; j++) sq += (double)g[j] * g[j];
-        double norm = sqrt(sq);
+        double norm = sqrt(sq[l]);
         /* A layer with no gradient does not move whatever its rate; keep the
          * base rate rather than an infinite one. */
         double factor = norm > 0.0 ? 1.0 + log1p(1.0 / norm) * (double)(l + 1) / L : 1.0;

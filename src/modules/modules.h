@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 
+#include "backend/backend.h"
 #include "data/data.h"
 #include "modules/config.h"
 #include "nn/model.h"
@@ -83,13 +84,14 @@ typedef struct {
     bool started;           /* W has been trained to convergence once */
 } pfl_ala_client;
 
-/* Buffers ALA borrows from the caller's worker. */
+/* What ALA borrows from the caller's worker: its executor (the client's
+ * data, forward and backward) and buffers. The weights are learned on host
+ * memory (the gradient's, pfl_exec_host), so ALA runs where the executor
+ * computes on the host. */
 typedef struct {
-    pfl_workspace *ws;
+    pfl_exec *exec;
     float *temp;            /* a model vector: the mixed model being trained */
-    float *grads;           /* num_params */
-    float *x;               /* batch inputs */
-    uint8_t *y;             /* batch labels */
+    pfl_xbuf *grads;        /* num_params, in the executor's memory */
     int *order;             /* room for the client's training split */
 } pfl_ala_buffers;
 
@@ -123,9 +125,8 @@ void pfl_ala_client_free(pfl_ala_client *c);
  * Until W has been trained once, it trains until the loss converges (or
  * max_epochs); afterwards one epoch. Skipped (local = global everywhere)
  * while the top layers of global and local are equal. */
-pfl_ala_report pfl_ala_apply(pfl_ala_client *c, const pfl_ala_config *cfg, const pfl_model *m,
-                             const pfl_dataset *d, const int *train, int n_train, const float *global, float *local,
-                             const pfl_ala_buffers *buf, pfl_rng *rng);
+pfl_ala_report pfl_ala_apply(pfl_ala_client *c, const pfl_ala_config *cfg, const pfl_model *m, const int *train,
+                             int n_train, const float *global, float *local, const pfl_ala_buffers *buf, pfl_rng *rng);
 
 /* One weight-learning step on given gradients (exposed for tests):
  * W <- clip(W - eta * grad * (global - local), 0, 1) over n elements. */
@@ -145,6 +146,9 @@ void pfl_flayer_mix_window(float *local, const float *received, const pfl_model 
 /* Eq. 4: lr_i = lr * (1 + log(1 + 1/||g_i||_2) * i / L), i = 1..L over the
  * layer table (input to output), from the current gradient. Writes L rates. */
 void pfl_flayer_layer_lrs(float *lrs, const pfl_model *m, const float *grads, float lr);
+/* The same from each layer's squared gradient norm sq[l] (what a backend
+ * computes where the gradient lives). */
+void pfl_flayer_rates(float *lrs, const pfl_model *m, const double *sq, float lr);
 
 /* Eq. 5: UP_i = min(max(i / L, 0.1), 1). */
 double pfl_flayer_upload_fraction(int i, int L);

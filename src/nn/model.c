@@ -373,6 +373,7 @@ struct pfl_workspace {
     int *argmax[PFL_MAX_OPS];  /* maxpool winners */
     float *gsum;            /* the gradient of an output read by several ops, before it is added */
     float *probs, *dlogits;
+    float *dlogits_sum;     /* several terms' gradients on the logits, summed */
     int *rows, num_rows;       /* embedding rows the last forward read (fasttext) */
     uint8_t *row_mark;         /* vocab bytes, all zero between calls */
 };
@@ -438,6 +439,7 @@ pfl_workspace *pfl_workspace_create(const pfl_model *m, int max_batch) {
     size_t classes = (size_t)m->classes;
     ok = ok && (ws->probs = pfl_malloc(sizeof(float) * B * classes)) &&
          (ws->dlogits = pfl_malloc(sizeof(float) * B * classes)) &&
+         (ws->dlogits_sum = pfl_malloc(sizeof(float) * B * classes)) &&
          (shared_max == 0 || (ws->gsum = pfl_malloc(sizeof(float) * B * (size_t)shared_max)));
     const int vocab = pfl_model_vocab(m);
     if (ok && vocab > 0) {
@@ -461,6 +463,7 @@ void pfl_workspace_free(pfl_workspace *ws) {
     free(ws->input);
     free(ws->probs);
     free(ws->dlogits);
+    free(ws->dlogits_sum);
     free(ws->gsum);
     free(ws->rows);
     free(ws->row_mark);
@@ -586,6 +589,11 @@ float pfl_forward_loss_offset(pfl_workspace *ws, const float *params, const floa
                               bool train, pfl_rng *rng, const float *offset) {
     const float *logits = pfl_forward(ws, params, x, B, train, rng);
     return pfl_softmax_xent_offset_forward(ws->probs, logits, offset, labels, B, ws->model->classes);
+}
+
+float pfl_workspace_xent(pfl_workspace *ws, const uint8_t *labels, const float *offset) {
+    return pfl_softmax_xent_offset_forward(ws->probs, pfl_workspace_logits(ws), offset, labels, ws->batch,
+                                           ws->model->classes);
 }
 
 const float *pfl_workspace_logits(const pfl_workspace *ws) { return output_of(ws, ws->model->num_ops - 1); }
@@ -720,19 +728,34 @@ long pfl_model_layer_input_size(const pfl_model *m, int layer) {
 }
 
 /* What a backward pass computes besides the cross-entropy's gradient: its
- * weight, and the gradient of a term on the input of op `op` (-1: none). */
+ * weight, and the gradients of terms on the inputs of some ops (ops[k] gets
+ * d[k]; none when n is 0). */
 typedef struct {
     float ce_weight;
-    int op;
-    const float *dfeatures;
+    int n;
+    int ops[PFL_MAX_INJECTIONS];
+    const float *d[PFL_MAX_INJECTIONS];
 } extra_terms;
+
+/* Adds the terms' gradients on op i's input to that input's gradient, which
+ * the op's backward has just written. */
+static void join_terms(pfl_workspace *ws, const extra_terms *extra, int i) {
+    if (!extra) return;
+    const pfl_op *op = &ws->model->ops[i];
+    for (int k = 0; k < extra->n; k++) {
+        if (extra->ops[k] != i) continue;
+        float *g = grad_of(ws, op->src);
+        const long n = (long)ws->batch * op->in_c * op->in_h * op->in_w;
+        for (long j = 0; j < n; j++) g[j] += extra->d[k][j];
+    }
+}
 
 /* The ops from `top` down to `lowest`, whose output gradients (from top's
  * on) the caller has written and marked: into `grads` (which accumulate),
  * or, with grads NULL, fused with the SGD step of rate lr on `update` (the
  * same vector as params). `dlogits` stands for the last op's gradient when
- * it has no buffer of its own; `extra` (or NULL) adds a term's gradient on
- * one op's input. */
+ * it has no buffer of its own; `extra` (or NULL) adds terms' gradients on
+ * some ops' inputs. */
 static void backward_range(pfl_workspace *ws, const float *params, float *grads, int top, int lowest, float *update,
                            float lr, const float *dlogits, const extra_terms *extra) {
     const pfl_model *m = ws->model;
@@ -751,11 +774,7 @@ static void backward_range(pfl_workspace *ws, const float *params, float *grads,
         else op_backward_sgd(ws, i, update, lr, din, dout);
         PFL_OP_CLOCK_END(i, true);
         gradient_done(ws, op->src, din);
-        if (extra && i == extra->op && din) { /* the term on this op's input joins its gradient */
-            float *g = grad_of(ws, op->src);
-            const long n = (long)B * m->ops[i].in_c * m->ops[i].in_h * m->ops[i].in_w;
-            for (long k = 0; k < n; k++) g[k] += extra->dfeatures[k];
-        }
+        if (din) join_terms(ws, extra, i);
         if (op->kind == PFL_OP_ADD) {
             float *d2 = gradient_target(ws, op->src2, lowest);
             if (d2) memcpy(d2, dout, sizeof(float) * (size_t)B * (size_t)op_out_size(op));
@@ -764,52 +783,98 @@ static void backward_range(pfl_workspace *ws, const float *params, float *grads,
     }
 }
 
-/* The backward pass from the loss down to op `lowest` (backward_range),
- * the cross-entropy's gradient weighted by extra->ce_weight when given. */
+/* The backward pass from the loss down to op `lowest` (backward_range):
+ * the cross-entropy's gradient weighted by extra->ce_weight when given (0:
+ * none), plus the gradient a term on the logits gives (dlogits_add, or NULL). */
 static void backward_ops(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads, int lowest,
-                         float *update, float lr, const extra_terms *extra) {
+                         float *update, float lr, const extra_terms *extra, const float *dlogits_add) {
     const pfl_model *m = ws->model;
     const int last = m->num_ops - 1;
+    const long n = (long)ws->batch * m->classes;
     float *dlogits = grad_of(ws, last) ? grad_of(ws, last) : ws->dlogits;
-    pfl_softmax_xent_backward(dlogits, ws->probs, labels, ws->batch, m->classes);
-    if (extra && extra->ce_weight != 1.0f)
-        for (long k = 0; k < (long)ws->batch * m->classes; k++) dlogits[k] *= extra->ce_weight;
+    if (!extra || extra->ce_weight != 0.0f) {
+        pfl_softmax_xent_backward(dlogits, ws->probs, labels, ws->batch, m->classes);
+        if (extra && extra->ce_weight != 1.0f)
+            for (long k = 0; k < n; k++) dlogits[k] *= extra->ce_weight;
+        if (dlogits_add)
+            for (long k = 0; k < n; k++) dlogits[k] += dlogits_add[k];
+    } else {
+        memcpy(dlogits, dlogits_add, sizeof(float) * (size_t)n);
+    }
     memset(ws->written, 0, sizeof ws->written);
     ws->written[last] = true;
     backward_range(ws, params, grads, last, lowest, update, lr, dlogits, extra);
 }
 
-void pfl_backward_below(pfl_workspace *ws, const float *params, int layer, const float *dinput, float *grads) {
+/* Without the cross-entropy or a term on the logits: the backward starts at
+ * the input of the highest op a term reaches, from that term's gradient,
+ * the others joining where the pass reaches them. */
+static void backward_from_terms(pfl_workspace *ws, const float *params, float *grads, int lowest,
+                                const extra_terms *extra) {
     const pfl_model *m = ws->model;
-    const int top = op_of_layer(m, layer), src = m->ops[top].src;
-    float *g = grad_of(ws, src);
-    if (!g) return; /* the layer reads the network input: nothing below it learns */
-    const pfl_op *op = &m->ops[top];
-    memcpy(g, dinput, sizeof(float) * (size_t)ws->batch * (size_t)op->in_c * (size_t)op->in_h * (size_t)op->in_w);
+    int k_top = 0;
+    for (int k = 1; k < extra->n; k++)
+        if (extra->ops[k] > extra->ops[k_top]) k_top = k;
+    const pfl_op *op = &m->ops[extra->ops[k_top]];
+    float *g = grad_of(ws, op->src);
+    if (!g || op->src < lowest) return; /* the term is on the network input, or below what learns */
+    memcpy(g, extra->d[k_top], sizeof(float) * (size_t)ws->batch * (size_t)op->in_c * (size_t)op->in_h * (size_t)op->in_w);
     memset(ws->written, 0, sizeof ws->written);
-    ws->written[src] = true;
-    backward_range(ws, params, grads, src, 0, NULL, 0.0f, NULL, NULL);
+    ws->written[op->src] = true;
+    extra_terms rest = *extra;
+    rest.n = 0;
+    for (int k = 0; k < extra->n; k++)
+        if (k != k_top) rest.ops[rest.n] = extra->ops[k], rest.d[rest.n++] = extra->d[k];
+    backward_range(ws, params, grads, op->src, lowest, NULL, 0.0f, NULL, &rest);
+}
+
+void pfl_backward_below(pfl_workspace *ws, const float *params, int layer, const float *dinput, float *grads) {
+    const int l = layer;
+    const float *d = dinput;
+    pfl_backward_terms(ws, params, NULL, grads, 0, 0.0f, &l, &d, 1);
 }
 
 void pfl_backward_top(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads, int first_layer) {
     /* Gradients wrt the data are never needed, nor below the lowest layer
      * that learns: ops below `lowest` are not visited and get nothing. */
     const int lowest = first_layer <= 0 ? 0 : op_of_layer(ws->model, first_layer);
-    backward_ops(ws, params, labels, grads, lowest, NULL, 0.0f, NULL);
+    backward_ops(ws, params, labels, grads, lowest, NULL, 0.0f, NULL, NULL);
 }
 
 void pfl_backward_features(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads, int first_layer,
                            float ce_weight, int layer, const float *dfeatures) {
-    const int lowest = first_layer <= 0 ? 0 : op_of_layer(ws->model, first_layer);
-    const extra_terms extra = {ce_weight, layer > 0 ? op_of_layer(ws->model, layer) : -1, dfeatures};
-    backward_ops(ws, params, labels, grads, lowest, NULL, 0.0f, &extra);
+    pfl_backward_terms(ws, params, labels, grads, first_layer, ce_weight, &layer, &dfeatures, 1);
+}
+
+void pfl_backward_terms(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads, int first_layer,
+                        float ce_weight, const int *layers, const float *const *d, int n) {
+    const pfl_model *m = ws->model;
+    const int lowest = first_layer <= 0 ? 0 : op_of_layer(m, first_layer);
+    extra_terms extra = {.ce_weight = ce_weight};
+    const float *on_logits = NULL;
+    float *sum = NULL; /* several terms on the logits: their gradients summed */
+    for (int k = 0; k < n; k++) {
+        if (layers[k] >= m->num_layers) { /* the logits */
+            if (!on_logits) {
+                on_logits = d[k];
+            } else {
+                if (!sum) sum = memcpy(ws->dlogits_sum, on_logits, sizeof(float) * (size_t)ws->batch * m->classes);
+                for (long j = 0; j < (long)ws->batch * m->classes; j++) sum[j] += d[k][j];
+                on_logits = sum;
+            }
+        } else if (layers[k] > 0 && extra.n < PFL_MAX_INJECTIONS) { /* a term on the network input changes nothing */
+            extra.ops[extra.n] = op_of_layer(m, layers[k]), extra.d[extra.n++] = d[k];
+        }
+    }
+    if (ce_weight != 0.0f || on_logits) backward_ops(ws, params, labels, grads, lowest, NULL, 0.0f, &extra, on_logits);
+    else if (extra.n > 0) backward_from_terms(ws, params, grads, lowest, &extra);
 }
 
 int pfl_backward_sgd(pfl_workspace *ws, float *params, const uint8_t *labels, float lr) {
     if (!pfl_model_sgd_fusable(ws->model))
         return pfl_err("model %s: a layer other than Conv2d or Linear with bias cannot take a fused SGD step",
                        ws->model->name);
-    backward_ops(ws, params, labels, NULL, 0, params, lr, NULL);
+    backward_ops(ws, params, labels, NULL, 0, params, lr, NULL, NULL);
     return 0;
 }
 

@@ -277,6 +277,11 @@ float pfl_forward_loss(pfl_workspace *ws, const float *params, const float *x, c
 float pfl_forward_loss_offset(pfl_workspace *ws, const float *params, const float *x, const uint8_t *labels, int B,
                               bool train, pfl_rng *rng, const float *offset);
 
+/* After a forward: the mean softmax cross-entropy of its logits (+ offset
+ * per class, or NULL), as pfl_forward_loss_offset takes it; the backward
+ * then differentiates it. */
+float pfl_workspace_xent(pfl_workspace *ws, const uint8_t *labels, const float *offset);
+
 /* After a forward: its logits (B x classes), and the input the op of
  * parametric layer `layer` read (B x that op's input size; NULL when no op
  * holds the layer). Methods that put a second head on the features read
@@ -314,6 +319,18 @@ long pfl_model_layer_input_size(const pfl_model *m, int layer);
  * computed, and is left out. */
 void pfl_backward_features(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads, int first_layer,
                            float ce_weight, int layer, const float *dfeatures);
+
+/* The general backward: after a forward on `params`, accumulates into grads
+ * the gradient of ce_weight x (mean cross-entropy, as the forward's loss
+ * took it) plus n terms on features, term k's gradient d[k] on the features
+ * entering layer layers[k] (B x pfl_model_layer_input_size floats), for the
+ * layers from first_layer up. With ce_weight 0 the pass starts at the
+ * highest term (`labels` unread); a term on the network input (layer 0) is
+ * left out. At most PFL_MAX_INJECTIONS terms. pfl_backward_top,
+ * pfl_backward_features and pfl_backward_below are its special cases. */
+#define PFL_MAX_INJECTIONS 8
+void pfl_backward_terms(pfl_workspace *ws, const float *params, const uint8_t *labels, float *grads, int first_layer,
+                        float ce_weight, const int *layers, const float *const *d, int n);
 
 /* Plain SGD fused into the backward pass: after pfl_forward_loss on the same
  * batch, updates params in place by p -= lr * g, g the gradient of the mean

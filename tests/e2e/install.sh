@@ -48,16 +48,18 @@ if command -v c++ >/dev/null; then
         pass "pfl.h compiles as C++" || fail "pfl.h does not compile as C++"
 fi
 
-build() { # build NAME SHARED|STATIC
-    local libs
-    if [ "$2" = shared ]; then libs=$(pkg-config --libs pfl); else libs=$(pkg-config --static --libs pfl | sed 's/-lpfl\b/-l:libpfl.a/'); fi
+build() { # build NAME SHARED|STATIC [LIBS...]
+    local libs name=$1 kind=$2
+    shift 2
+    if [ "$kind" = shared ]; then libs=$(pkg-config --libs pfl); else libs=$(pkg-config --static --libs pfl | sed 's/-lpfl\b/-l:libpfl.a/'); fi
     # shellcheck disable=SC2046,SC2086
-    "$CC" -std=c11 -Wall -Wextra -Werror -o "$TMP/$1-$2" "examples/$1.c" $(pkg-config --cflags pfl) $libs ||
-        fail "examples/$1.c does not build against the installed pfl ($2)"
+    "$CC" -std=c11 -Wall -Wextra -Werror -o "$TMP/$name-$kind" "examples/$name.c" $(pkg-config --cflags pfl) $libs "$@" ||
+        fail "examples/$name.c does not build against the installed pfl ($kind)"
 }
 build custom_method shared
 build custom_method static
 build custom_model shared
+build custom_loss shared -lm
 ldd "$TMP/custom_method-shared" | grep -q "$prefix/lib/libpfl.so" && pass "custom_method links libpfl.so" ||
     fail "custom_method-shared does not load $prefix/lib/libpfl.so"
 ldd "$TMP/custom_method-static" | grep -q libpfl && fail "custom_method-static loads libpfl.so" ||
@@ -85,6 +87,21 @@ done
     pass "custom_method --server-lr 1 (its default) trains the global model" ||
     fail "custom_method --server-lr 1: the global model did not move"
 expect_error "custom_method --server-lr 11" "--server-lr" "$TMP/custom_method-shared" --server-lr 11
+
+# examples/custom_loss.c: a loss term of its own, in its file alone. With weight 0 the term adds exactly
+# nothing, which is FedProx with mu 0 (both take the unfused step: a term or a proximal term declared);
+# with weight 1 it moves the model elsewhere.
+"$PFL" run --algo fedprox --mu 0 --model mlp "${tiny[@]}" --out "$TMP/prox0" || fail "pfl run --algo fedprox --mu 0"
+"$TMP/custom_loss-shared" --model mlp "${tiny[@]}" --kd-weight 0 --out "$TMP/kd0" || fail "custom_loss --kd-weight 0"
+"$TMP/custom_loss-shared" --model mlp "${tiny[@]}" --kd-weight 1 --out "$TMP/kd1" || fail "custom_loss --kd-weight 1"
+prox0=$(json_field global_model_sha256 "$TMP/prox0/summary.json")
+[ -n "$prox0" ] && [ "$(json_field global_model_sha256 "$TMP/kd0/summary.json")" = "$prox0" ] &&
+    pass "custom_loss --kd-weight 0 trains as FedProx with mu 0, bit for bit" ||
+    fail "custom_loss --kd-weight 0 differs from fedprox --mu 0"
+[ "$(json_field global_model_sha256 "$TMP/kd1/summary.json")" != "$prox0" ] &&
+    [ "$(json_field kd_weight "$TMP/kd1/summary.json")" = 1 ] &&
+    pass "custom_loss --kd-weight 1: the distillation term changes the training" ||
+    fail "custom_loss --kd-weight 1 trained as without the term"
 
 "$TMP/custom_model-shared" --algo fedper --head-layers 1 "${tiny[@]}" --out "$TMP/model" || fail "custom_model"
 # conv1 8x1x5x5 + 8, fc (8x12x12) x 10 + 10 (examples/custom_model.c)

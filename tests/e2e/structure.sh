@@ -2,7 +2,7 @@
 # files of src/ or between its folders, whether through #include or through
 # calls (a symbol one object file uses and another defines, read with nm from
 # the build), and dependencies point down the documented order
-# cli -> run -> algos -> fl -> modules -> data, nn, cluster -> util. The
+# cli -> run -> algos -> fl -> modules -> backend -> data, nn, cluster -> util. The
 # command line knows no method by name. Circles are found with tsort.
 . tests/e2e/lib.sh
 BUILD=${BUILD:-build}
@@ -66,15 +66,15 @@ fi
 # this list does not know is checked for circles only).
 rank() {
     case $1 in
-    cli) echo 0 ;; run) echo 1 ;; algos) echo 2 ;; fl) echo 3 ;; modules) echo 4 ;;
-    data | nn | cluster) echo 5 ;; util) echo 6 ;; *) echo "" ;;
+    cli) echo 0 ;; run) echo 1 ;; algos) echo 2 ;; fl) echo 3 ;; modules) echo 4 ;; backend) echo 5 ;;
+    data | nn | cluster) echo 6 ;; util) echo 7 ;; *) echo "" ;;
     esac
 }
 while read -r from to; do
     rf=$(rank "$from") rt=$(rank "$to")
     [ -n "$rf" ] && [ -n "$rt" ] && [ "$rf" -ge "$rt" ] && fail "src/$from uses src/$to, which is not below it"
 done < <(sort -u "$TMP/include_folders" "$TMP/symbol_folders" 2>/dev/null)
-pass "dependencies point down: cli, run, algos, fl, modules, data/nn/cluster, util"
+pass "dependencies point down: cli, run, algos, fl, modules, backend, data/nn/cluster, util"
 
 names=$(grep -ilE 'fedalp|cfl|tsdp|fedala|ditto' src/cli/*.c)
 [ -z "$names" ] && pass "src/cli names no method" || fail "src/cli names methods: $names"

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The mutation check: does each method's test fail when the method's
+# distinctive step is deliberately broken?
+#
+#   scripts/mutate.sh                 every mutation in scripts/mutations.txt
+#   scripts/mutate.sh fedprox apple   those methods' mutations only
+#   scripts/mutate.sh --list          the mutations, one line each
+#
+# Each line of scripts/mutations.txt (fields separated by " | "):
+#
+#   METHOD | FILE | TESTS | NAME | PERL
+#
+# PERL is a substitution (perl -0pe, the whole file at once) that must change
+# FILE; TESTS are the unit tests (tests/NAME.c) and e2e scripts
+# (tests/e2e/NAME.sh), comma-separated, that must catch it. For each line the
+# script applies the substitution, rebuilds those tests in build-mutate/ (the
+# optimized flags; build/ is left alone), runs them, and puts FILE back. A
+# mutation some test fails on is killed; one every test passes survives.
+# A line whose NAME ends in "(survives: WHY)" is expected to survive, WHY
+# saying why it cannot matter; such a line is reported and not counted.
+#
+# Exit status: 0 when no unexplained mutation survived (and every explained
+# one did survive), 1 otherwise, 2 on a usage or build problem (a mutant that
+# does not compile, or a substitution that changes nothing, is a broken entry
+# of the list).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LIST=${MUTATIONS:-scripts/mutations.txt}
+BUILD=${MUTATE_BUILD:-build-mutate}
+[ -r "$LIST" ] || { echo "mutate.sh: $LIST: cannot read the mutation list" >&2; exit 2; }
+
+trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; s=${s%"${s##*[![:space:]]}"}; printf '%s' "$s"; }
+
+entries=()
+while IFS= read -r line || [ -n "$line" ]; do
+    case $line in '' | '#'*) continue ;; esac
+    entries+=("$line")
+done <"$LIST"
+
+if [ "${1:-}" = --list ]; then
+    for e in "${entries[@]}"; do
+        IFS='|' read -r m f t n _ <<<"$e"
+        printf '%-12s %-28s %s\n' "$(trim "$m")" "$(trim "$f")" "$(trim "$n")"
+    done
+    exit 0
+fi
+want=" $* "
+
+restore_file=""
+restore() { [ -n "$restore_file" ] && [ -f "$BUILD/mutate.orig" ] && cp "$BUILD/mutate.orig" "$restore_file"; restore_file=""; }
+trap restore EXIT INT TERM
+
+mkdir -p "$BUILD"
+echo "[mutate] building the unmutated tree in $BUILD/" >&2
+if ! make -s -j"$(nproc)" BUILD="$BUILD" all >"$BUILD/mutate-build.log" 2>&1; then
+    echo "mutate.sh: the unmutated tree does not build (see $BUILD/mutate-build.log)" >&2
+    exit 2
+fi
+
+# run_tests TESTS: 0 when every test passes
+run_tests() {
+    local t rc=0
+    IFS=',' read -ra ts <<<"$1"
+    for t in "${ts[@]}"; do
+        t=$(trim "$t")
+        if [ -f "tests/$t.c" ]; then
+            make -s BUILD="$BUILD" "$BUILD/tests/$t" >>"$BUILD/mutate-build.log" 2>&1 || return 3
+            OPENBLAS_NUM_THREADS=1 "$BUILD/tests/$t" >"$BUILD/mutate-test.log" 2>&1 || rc=1
+        elif [ -f "tests/e2e/$t.sh" ]; then
+            make -s -j"$(nproc)" BUILD="$BUILD" "$BUILD/pfl" >>"$BUILD/mutate-build.log" 2>&1 || return 3
+            PFL="$BUILD/pfl" BUILD="$BUILD" OPENBLAS_NUM_THREADS=1 bash "tests/e2e/$t.sh" >"$BUILD/mutate-test.log" 2>&1 || rc=1
+        else
+            echo "mutate.sh: test '$t' is neither tests/$t.c nor tests/e2e/$t.sh" >&2
+            return 2
+        fi
+        [ $rc -ne 0 ] && return 1
+    done
+    return 0
+}
+
+killed=0 survived=0 explained=0 unexpected=0 broken=0
+survivors=()
+for e in "${entries[@]}"; do
+    IFS='|' read -r method file tests name perl <<<"$e"
+    method=$(trim "$method") file=$(trim "$file") tests=$(trim "$tests") name=$(trim "$name") perl=$(trim "$perl")
+    [ "$want" = "  " ] || [[ $want == *" $method "* ]] || continue
+    if [ ! -f "$file" ] || [ -z "$perl" ]; then
+        echo "BROKEN   $method: $name: no file $file or no substitution" >&2
+        broken=$((broken + 1))
+        continue
+    fi
+    cp "$file" "$BUILD/mutate.orig"
+    restore_file=$file
+    perl -0pe "$perl" "$BUILD/mutate.orig" >"$file"
+    if cmp -s "$file" "$BUILD/mutate.orig"; then
+        echo "BROKEN   $method: $name: the substitution does not change $file" >&2
+        broken=$((broken + 1))
+        restore
+        continue
+    fi
+    run_tests "$tests"
+    rc=$?
+    restore
+    expect_survive=false
+    [[ $name == *"(survives:"* ]] && expect_survive=true
+    case $rc in
+    0)
+        if $expect_survive; then
+            echo "survives $method: $name"
+            explained=$((explained + 1))
+        else
+            echo "SURVIVED $method: $name ($tests all pass)"
+            survived=$((survived + 1))
+            survivors+=("$method: $name")
+        fi
+        ;;
+    1)
+        if $expect_survive; then
+            echo "KILLED   $method: $name, listed as surviving: remove its (survives: ...)"
+            unexpected=$((unexpected + 1))
+        else
+            echo "killed   $method: $name"
+            killed=$((killed + 1))
+        fi
+        ;;
+    3)
+        echo "BROKEN   $method: $name: the mutant does not compile (see $BUILD/mutate-build.log)" >&2
+        broken=$((broken + 1))
+        ;;
+    *) broken=$((broken + 1)) ;;
+    esac
+done
+# the last mutant's objects: rebuild the unmutated tree so build-mutate/ is left clean
+make -s -j"$(nproc)" BUILD="$BUILD" all >>"$BUILD/mutate-build.log" 2>&1
+
+echo "$killed killed, $survived survived, $explained expected to survive, $unexpected killed but listed as surviving, $broken broken"
+[ $survived -eq 0 ] && [ $unexpected -eq 0 ] && [ $broken -eq 0 ] && exit 0
+[ $broken -gt 0 ] && exit 2
+exit 1
