@@ -557,6 +557,17 @@ static void test_results_h5(void) {
     snprintf(path, sizeof path, "%s/FMNIST_FedAvg_test_1.h5", tmpdir);
     read_h5(path, "rs_test_acc", v, &n);
     CHECK(n == 1 && v[0] == 0.25, "seed 10 is run 1: %d values", n);
+    /* the second seed's file cannot be written (a folder holds its
+     * temporary name): the first is not left behind either */
+    char blocked[700], first[600];
+    snprintf(out, sizeof out, "%s/Blocked.h5", tmpdir);
+    snprintf(blocked, sizeof blocked, "mkdir -p '%s/Blocked_1.h5.tmp'", tmpdir);
+    if (system(blocked) != 0) exit(2);
+    snprintf(first, sizeof first, "%s/Blocked_0.h5", tmpdir);
+    CHECK(pfl_export_h5(seeds, out) < 0 && strstr(pfl_errmsg(), "Blocked_1.h5: cannot write"),
+          "blocked second seed: %s", pfl_errmsg());
+    snprintf(path, sizeof path, "%s.tmp", first);
+    CHECK(access(first, F_OK) != 0 && access(path, F_OK) != 0, "the first seed's file is left behind");
     snprintf(path, sizeof path, "%s/no/such/dir/x.h5", tmpdir);
     CHECK(pfl_export_h5(run, path) < 0 && strstr(pfl_errmsg(), "x.h5: cannot write") && !strchr(pfl_errmsg(), '\n'),
           "unwritable: %s", pfl_errmsg());

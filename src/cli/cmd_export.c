@@ -14,7 +14,8 @@ static const char export_usage[] =
     "round 0 first), rs_train_loss (pfl's train_loss: the mean loss of the round's\n"
     "training batches; NaN at round 0) and rs_test_auc (NaN: pfl does not compute AUC).\n"
     "A run of several seeds (--seeds) gives FILE_0.h5, FILE_1.h5, ... in seed order, as\n"
-    "PFLlib numbers its runs.";
+    "PFLlib numbers its runs; when one cannot be written, none is.\n"
+    "Needs libhdf5 (libhdf5-dev) when pfl is built; a pfl built without it says so.";
 
 int cmd_export(int argc, char **argv) {
     const char *h5 = NULL;

@@ -35,8 +35,8 @@ static int write_dataset(hid_t file, const char *name, const double *v, int n) {
     return rc < 0 ? -1 : 0;
 }
 
-/* PATH.tmp written whole, then renamed over PATH. */
-static int write_file(const char *path, const pfl_series *s) {
+/* The series as PATH.tmp; 0, or -1 with a message and no PATH.tmp left. */
+static int write_tmp(const char *path, const pfl_series *s) {
     char tmp[4200];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return pfl_err("%s: path too long", path);
     double *auc = pfl_malloc(sizeof(double) * (size_t)(s->n ? s->n : 1));
@@ -52,9 +52,18 @@ static int write_file(const char *path, const pfl_series *s) {
                  : 0;
     if (file >= 0 && H5Fclose(file) < 0) rc = -1;
     free(auc);
-    if (rc == 0 && rename(tmp, path) == 0) return 0;
+    if (rc == 0) return 0;
     remove(tmp);
     return pfl_err("%s: cannot write the HDF5 file", path);
+}
+
+/* PATH.tmp renamed over PATH (keep = 1), or removed (keep = 0). */
+static int settle(const char *path, int keep) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path); /* write_tmp checked the length */
+    if (keep && rename(tmp, path) == 0) return 0;
+    remove(tmp);
+    return keep ? pfl_err("%s: cannot write the HDF5 file", path) : 0;
 }
 
 /* PATH for a single run; PATH with _i before .h5 (or at its end) for seed i of several. */
@@ -66,19 +75,25 @@ static int seed_path(char *out, size_t size, const char *path, int i, int n) {
     return k < 0 || (size_t)k >= size ? pfl_err("%s: path too long", path) : 0;
 }
 
+/* Every seed's file is written beside its place first and renamed only
+ * when all were: a failure leaves none of them, not the first few. */
 int pfl_export_h5(const char *run_dir, const char *path) {
-    int n = 0, rc = 0;
+    int n = 0, written = 0, rc = 0;
     char **files = pfl_run_metrics_files(run_dir, &n);
     if (!files) return -1;
-    for (int i = 0; i < n && rc == 0; i++) {
+    for (; written < n; written++) {
         char out[4096];
         pfl_series s;
-        if (seed_path(out, sizeof out, path, i, n) || pfl_series_load(&s, files[i])) {
-            rc = -1;
-            break;
-        }
-        rc = write_file(out, &s);
+        if (seed_path(out, sizeof out, path, written, n) || pfl_series_load(&s, files[written])) break;
+        rc = write_tmp(out, &s);
         pfl_series_free(&s);
+        if (rc) break;
+    }
+    rc = written == n ? 0 : -1;
+    for (int i = 0; i < written; i++) {
+        char out[4096];
+        seed_path(out, sizeof out, path, i, n);
+        if (settle(out, rc == 0)) rc = -1;
     }
     for (int i = 0; i < n; i++) free(files[i]);
     free(files);
