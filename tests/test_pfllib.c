@@ -404,6 +404,11 @@ static void test_hostile_folder(void) {
     expect_refusal(dir, "config.json", "num_classes 300");
     make_image_folder(dir, sizeof dir, "config", "{\"num_clients\": 2,");
     expect_refusal(dir, "config.json", "config.json");
+    /* statistics whose counts would overflow a sum */
+    make_image_folder(dir, sizeof dir, "huge",
+                      "{\"num_clients\": 2, \"num_classes\": 3, \"Size of samples for labels in clients\": "
+                      "[[[0, 9223372036854775807], [0, 9223372036854775807]], [[0, 3]]]}");
+    expect_refusal(dir, "config.json", "client 0: label 0: more than 2147483647 samples");
 }
 
 /* ---- pfl's splits, exported and read back ---- */

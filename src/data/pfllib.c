@@ -116,7 +116,12 @@ static int check_stats(const folder_config *f, const folder_data *fd, int client
             return pfl_err(WHAT ": %s: \"Size of samples for labels in clients\": client %d: entry %zu is not "
                            "[label, count]",
                            f->config, client, k);
-        listed[json_integer_value(label)] += (long)json_integer_value(count);
+        long *sum = &listed[json_integer_value(label)];
+        if (json_integer_value(count) > INT_MAX - *sum) /* beyond any client pfl can hold, and no overflow */
+            return pfl_err(WHAT ": %s: \"Size of samples for labels in clients\": client %d: label %lld: more than "
+                           "%d samples",
+                           f->config, client, (long long)json_integer_value(label), INT_MAX);
+        *sum += (long)json_integer_value(count);
     }
     for (int c = 0; c < MAX_CLASSES; c++)
         if (listed[c] != fd->counts[c])
