@@ -212,6 +212,12 @@ static void test_image_folder(void) {
     snprintf(data, sizeof data, "pfllib:%s", dir);
     CHECK(pfl_dataset_load(&d, data, NULL) == 0 && d.classes == 3, "older config: %s", pfl_errmsg());
     pfl_dataset_free(&d);
+    /* config.json's partition is printed on the provenance line: quoted, it stays one printable line */
+    make_image_folder(dir, sizeof dir, "named", "{\"num_clients\": 2, \"partition\": \"p\\u00e9\\n\\u001b[31m\"}");
+    snprintf(data, sizeof data, "pfllib:%s", dir);
+    CHECK(pfl_dataset_load(&d, data, NULL) == 0 && strstr(d.provenance, "partition p\\xc3\\xa9\\x0a\\x1b[31m (config"),
+          "partition quoted: %s", d.provenance);
+    pfl_dataset_free(&d);
 }
 
 static void test_text_folder(void) {
@@ -409,6 +415,9 @@ static void test_hostile_folder(void) {
                       "{\"num_clients\": 2, \"num_classes\": 3, \"Size of samples for labels in clients\": "
                       "[[[0, 9223372036854775807], [0, 9223372036854775807]], [[0, 3]]]}");
     expect_refusal(dir, "config.json", "client 0: label 0: more than 2147483647 samples");
+    /* jansson's message quotes the bytes near the fault: quoted again, one printable line */
+    make_image_folder(dir, sizeof dir, "utf8", "{\"num_clients\": 2, \"a\": \xc3\xa9}");
+    expect_refusal(dir, "config.json", "invalid token near '\\xc3\\xa9' (line 1)");
 }
 
 /* ---- pfl's splits, exported and read back ---- */

@@ -29,7 +29,7 @@ typedef struct {
     char config[4096];
     int clients, classes;   /* classes 0: config.json does not say (older PFLlib) */
     json_t *stats;          /* "Size of samples for labels in clients", or NULL */
-    char partition[32];     /* config.json's partition, for the provenance line */
+    char partition[80];     /* config.json's partition, quoted (pfl_quote), for the provenance line */
 } folder_config;
 
 /* What the first file decided, and the samples so far. */
@@ -68,7 +68,11 @@ static int read_config(folder_config *f, const char *dir) {
     json_error_t e;
     json_t *root = json_loadf(file, JSON_REJECT_DUPLICATES, &e);
     fclose(file);
-    if (!root) return pfl_err(WHAT ": %s: %s (line %d)", f->config, e.text, e.line);
+    if (!root) { /* jansson's text quotes the bytes near the fault: a UTF-8 letter, or worse */
+        char text[4 * JSON_ERROR_TEXT_LENGTH + 4];
+        return pfl_err(WHAT ": %s: %s (line %d)", f->config,
+                       pfl_quote(text, sizeof text, e.text, strlen(e.text), JSON_ERROR_TEXT_LENGTH), e.line);
+    }
     int rc = -1;
     if (!json_is_object(root)) {
         pfl_err(WHAT ": %s: not a JSON object", f->config);
@@ -83,8 +87,10 @@ static int read_config(folder_config *f, const char *dir) {
     }
     if (classes && config_int(f, root, "num_classes", 1, MAX_CLASSES, &f->classes)) goto done;
     json_t *part = json_object_get(root, "partition");
-    snprintf(f->partition, sizeof f->partition, "%s",
-             json_is_string(part) ? json_string_value(part) : part ? "none (iid)" : "not recorded");
+    if (json_is_string(part)) /* printed on the provenance line: it stays one line */
+        pfl_quote(f->partition, sizeof f->partition, json_string_value(part), json_string_length(part), 16);
+    else
+        snprintf(f->partition, sizeof f->partition, "%s", part ? "none (iid)" : "not recorded");
     json_t *stats = json_object_get(root, "Size of samples for labels in clients");
     if (stats && (!json_is_array(stats) || json_array_size(stats) != (size_t)f->clients)) {
         pfl_err(WHAT ": %s: \"Size of samples for labels in clients\": expected one list per client (%d)", f->config,
