@@ -126,6 +126,7 @@ FUZZ_NAMES   := $(patsubst fuzz/%.c,%,$(filter-out $(FUZZ_SUPPORT),$(wildcard fu
 REPLAYS      := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_DEPS    := $(wildcard fuzz/*.c fuzz/*.h tests/*.h) $(BUILD)/libpfl.a
 FUZZ_SECONDS ?= 60
+FUZZ_TIMEOUT ?= 10
 
 # libpfl for other programs (README "Using pfl as a library"): the library
 # objects are position-independent so that the same objects make libpfl.a
@@ -220,7 +221,7 @@ $(BUILD)/fuzz/make_seeds: $(FUZZ_DEPS)
 # Runs every harness for FUZZ_SECONDS each (one at a time), or those in FUZZ
 # (make fuzz FUZZ="svhn idx_plain" FUZZ_SECONDS=600); see scripts/fuzz.sh.
 fuzz:
-	scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ)
+	FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ)
 
 # Micro-benchmarks (bench/*.c), built on demand: make build/bench/step_bench
 $(BUILD)/bench/%: bench/%.c src/nn/model.c $(BUILD)/libpfl.a

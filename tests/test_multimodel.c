@@ -1,4 +1,4 @@
-/* The distinctive steps of FedFomo, APPLE and PartialFed (issue 15) on the
+/* The distinctive steps of FedFomo, APPLE and PartialFed on the
  * tiny federation of tests/tiny.h ("dnn": fc1 16->100 = layer 0, fc 100->3 =
  * layer 1, PyTorch's order: weight, then bias), checked against numbers
  * worked out here from the papers' formulas, not from pfl's code:

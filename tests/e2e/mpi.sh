@@ -226,6 +226,24 @@ interrupt() {
 }
 [ "${PFL_SANITIZED:-0}" = 1 ] || { interrupt KILL; interrupt TERM; }
 
+# A folder holding an unfinished run of 3 ranks (its checkpoint and the
+# ranks' parts beside it): a new run is refused with one line naming pfl
+# resume; --overwrite clears it, the ranks' parts too
+parts="$TMP/ck_parts"
+"${MPIRUN[@]}" -np 3 "$PFL" run "${ck[@]}" --threads 1 --stop-after 2 --quiet --out "$parts" >"$parts.log" 2>&1 ||
+    fail "a 3-rank run stopped after round 2 failed: $(head -3 "$parts.log")"
+count_parts() { find "$parts" -maxdepth 1 -name 'checkpoint.[0-9]*' | wc -l; }
+before=$(count_parts)
+timeout 120 "${MPIRUN[@]}" -np 3 "$PFL" run "${ck[@]}" --threads 1 --quiet --out "$parts" >"$parts.again" 2>&1
+rc=$?
+[ "$before" -gt 0 ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "holds an unfinished run (checkpoint): pfl resume" "$parts.again" &&
+    [ "$(count_parts)" = "$before" ] && pass "a folder with a 3-rank run's checkpoint and $before parts refused (exit $rc)" ||
+    fail "a 3-rank run's folder: $before parts, exit $rc: $(head -3 "$parts.again")"
+"${MPIRUN[@]}" -np 3 "$PFL" run "${ck[@]}" --checkpoint-every 0 --rounds 1 --threads 1 --quiet --overwrite \
+    --out "$parts" >"$parts.over" 2>&1 && [ "$(count_parts)" = 0 ] && [ ! -e "$parts/checkpoint" ] &&
+    [ -e "$parts/summary.json" ] && pass "--overwrite under mpirun: the old checkpoint and its ranks' parts removed" ||
+    fail "--overwrite under mpirun: $(count_parts) parts left: $(head -3 "$parts.over")"
+
 # a failure on rank 0 alone (its --out is a file) ends the other ranks too
 touch "$TMP/not-a-dir"
 start=$SECONDS

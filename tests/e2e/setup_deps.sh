@@ -1,4 +1,4 @@
-# Issue 13: the setup installs what pfl needs, judged by what each package
+# The setup installs what pfl needs, judged by what each package
 # itself provides, and the built pfl really uses OpenBLAS.
 #
 # 1. scripts/deps.sh against fake roots (PFL_ROOT and PKG_CONFIG_LIBDIR point
@@ -94,7 +94,7 @@ m=$(missing_in "$fz" | tr '\n' ' ')
 case " $m" in *" libclang-rt-dev "* | *" libomp-dev "*) fail "fuzzer runtime and omp.h present, still asks: $m" ;;
               *) pass "fuzzer runtime and omp.h present: not asked for" ;; esac
 
-# The parsers and the plotter (issue 18), each by what its own package
+# The parsers and the plotter, each by what its own package
 # installs: libyaml-dev's yaml-0.1.pc and yaml.h, libjansson-dev's
 # jansson.pc and jansson.h, gnuplot-nox's gnuplot-nox binary (/usr/bin/gnuplot
 # is an alternative gnuplot-qt or gnuplot-x11 install too), libxml2-utils'
