@@ -571,19 +571,26 @@ static void test_results_h5(void) {
     snprintf(path, sizeof path, "%s/FMNIST_FedAvg_test_1.h5", tmpdir);
     read_h5(path, "rs_test_acc", v, &n);
     CHECK(n == 1 && v[0] == 0.25, "seed 10 is run 1: %d values", n);
-    /* the second seed's file cannot be written (a folder holds its
-     * temporary name): the first is not left behind either */
-    char blocked[700], first[600];
+    /* a folder where the second seed's file goes: refused before anything is written */
+    char cmd[800], first[600];
     snprintf(out, sizeof out, "%s/Blocked.h5", tmpdir);
-    snprintf(blocked, sizeof blocked, "mkdir -p '%s/Blocked_1.h5.tmp'", tmpdir);
-    if (system(blocked) != 0) exit(2);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/Blocked_1.h5'", tmpdir);
+    if (system(cmd) != 0) exit(2);
     snprintf(first, sizeof first, "%s/Blocked_0.h5", tmpdir);
-    CHECK(pfl_export_h5(seeds, out) < 0 && strstr(pfl_errmsg(), "Blocked_1.h5: cannot write"),
-          "blocked second seed: %s", pfl_errmsg());
-    snprintf(path, sizeof path, "%s.tmp", first);
-    CHECK(access(first, F_OK) != 0 && access(path, F_OK) != 0, "the first seed's file is left behind");
-    snprintf(path, sizeof path, "%s/no/such/dir/x.h5", tmpdir);
-    CHECK(pfl_export_h5(run, path) < 0 && strstr(pfl_errmsg(), "x.h5: cannot write") && !strchr(pfl_errmsg(), '\n'),
+    CHECK(pfl_export_h5(seeds, out) < 0 && strstr(pfl_errmsg(), "Blocked_1.h5: ") && access(first, F_OK) != 0,
+          "a folder at the second seed's file: %s", pfl_errmsg());
+    /* the third seed's metrics are no metrics: the two written before it are not left behind */
+    snprintf(cmd, sizeof cmd, "%s/seeds/seed-20", tmpdir);
+    put_metrics(cmd, "{\"no round\": 1}\n");
+    snprintf(out, sizeof out, "%s/Half.h5", tmpdir);
+    snprintf(first, sizeof first, "%s/Half_0.h5", tmpdir);
+    CHECK(pfl_export_h5(seeds, out) < 0 && strstr(pfl_errmsg(), "seed-20") && access(first, F_OK) != 0,
+          "the third seed unreadable: %s", pfl_errmsg());
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -q pfl-h5", tmpdir);
+    CHECK(system(cmd) != 0, "a scratch folder is left in %s", tmpdir);
+    /* under a file, where no folder can be made */
+    snprintf(path, sizeof path, "%s/run/metrics.jsonl/x.h5", tmpdir);
+    CHECK(pfl_export_h5(run, path) < 0 && strstr(pfl_errmsg(), "metrics.jsonl") && !strchr(pfl_errmsg(), '\n'),
           "unwritable: %s", pfl_errmsg());
 #endif
 }

@@ -62,8 +62,9 @@ char **pfl_run_metrics_files(const char *dir, int *n);
  *   rs_test_auc    NaN: pfl does not compute PFLlib's AUC
  * A run of several seeds gives one file per seed, in seed order: PATH's
  * name with _0, _1, ... before .h5, as PFLlib numbers its runs ("times").
- * Each file is written beside and renamed into place, several only once
- * all were written: a failure leaves none of them. 0, or -1 with a
+ * Each is written in a scratch folder beside PATH and moved into place
+ * under safe_write.h's rules, several only once all were written: a
+ * failure leaves none of them. 0, or -1 with a
  * message naming the file (also when pfl was built without libhdf5). */
 int pfl_export_h5(const char *run_dir, const char *path);
 
