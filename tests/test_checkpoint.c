@@ -459,6 +459,7 @@ static void test_resume_batchnorm(void) {
         snprintf(label, sizeof label, "%s, BatchNorm model", pfl_algos[i]->name);
         resume_case c = make_case(label, pfl_algos[i]);
         c.batchnorm = true;
+        if (pfl_algos[i] == &pfl_algo_fedbn) c.cfg.bn = PFL_BN_LOCAL; /* its run default: FedBN is --bn local */
         check_resume(&c);
     }
     /* kept by the clients (pFedMe, CFL and FedALP refuse it): the default

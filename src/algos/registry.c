@@ -21,6 +21,8 @@ const pfl_algo *const pfl_algos[] = {&pfl_algo_fedavg, &pfl_algo_local, &pfl_alg
                                      &pfl_algo_fedavg_c, &pfl_algo_fedprox_c, &pfl_algo_perfedavg, &pfl_algo_fedphp,
                                      /* several downloaded models; partial loading */
                                      &pfl_algo_fedfomo, &pfl_algo_apple, &pfl_algo_partialfed,
+                                     /* PFLlib's personalized methods */
+                                     &pfl_algo_fml, &pfl_algo_fedkd, &pfl_algo_feddbe, &pfl_algo_fedmtl, &pfl_algo_fedbn,
                                      NULL};
 
 /* Methods registered at run time (pfl_algo_register), after the built-in ones. */

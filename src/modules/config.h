@@ -89,6 +89,18 @@ typedef struct {
     float pf_tau_decay;     /* partialfed: the temperature of round r is tau * decay^(r-1) */
     int pf_fm, pf_fs;       /* partialfed: f_m model batches, then f_s strategy batches, in turn */
     float pf_lr;            /* partialfed: learning rate of the strategy's logits */
+    /* PFLlib's personalized methods: FML, FedKD, FedDBE, FedMTL */
+    float fml_alpha;        /* fml: weight of the personal model's cross-entropy (1 - alpha: its KL term) */
+    float fml_beta;         /* fml: weight of the meme model's cross-entropy (1 - beta: its KL term) */
+    bool fml_detach;        /* fml: each KL term's target held fixed (PFLlib: both terms reach both models) */
+    float kd_mentee_lr;     /* fedkd: learning rate of the mentee, the model exchanged */
+    float kd_t_start;       /* fedkd: energy the SVD keeps in round 1 ... */
+    float kd_t_end;         /* ... growing linearly to this after the last round */
+    bool kd_update;         /* fedkd: compress the update (the paper) instead of the weights (PFLlib) */
+    bool kd_paper_rank;     /* fedkd: keep every singular value when fewer do not reach the energy (the paper) */
+    float dbe_momentum;     /* feddbe: momentum of the representation's running mean */
+    float dbe_klw;          /* feddbe: weight of the mean regularization */
+    bool mtl_reg_grad;      /* fedmtl: the regularizer's gradient reaches the model (PFLlib: none) */
 } pfl_algo_params;
 
 /* Modules any algorithm can switch on (DESIGN.md §2): FedALA's adaptive local

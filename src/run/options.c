@@ -457,6 +457,13 @@ int pfl_run_resolve_layers(pfl_run_options *o) {
     return r.failed;
 }
 
+/* Whether the method sets the default of the run's flag `name` to `value` (pfl_algo.run_defaults). */
+static bool run_default_is(const pfl_algo *algo, const char *name, const char *value) {
+    for (const char *const *d = algo->run_defaults; d && d[0]; d += 2)
+        if (!strcmp(d[0], name)) return !strcmp(d[1], value);
+    return false;
+}
+
 int pfl_run_options_finish(pfl_run_options *o) {
     const pfl_algo *algo = pfl_algo_find(o->algo);
     if (!algo) return -1;
@@ -468,6 +475,11 @@ int pfl_run_options_finish(pfl_run_options *o) {
         const bool mixes = pfl_run_module_on(o, &pfl_module_ala) || pfl_run_module_on(o, &pfl_module_flayer_agg);
         o->bn = mixes && pfl_model_has_batchnorm(o->model) ? "stats-local" : "shared";
     }
+    /* a method that is --bn local by definition (FedBN) on a model without
+     * BatchNorm has nothing to keep local: FedAvg's shared mode */
+    if (o->bn && !strcmp(o->bn, "local") && !pfl_model_has_batchnorm(o->model) &&
+        run_default_is(algo, "bn", "local"))
+        o->bn = "shared";
     return 0;
 }
 

@@ -57,13 +57,19 @@ refused() {
         # issue 16: GPFL and FedCP route features through a valve or a policy, ALA learns on
         # the backbone's output head(h); APFL trains with its own steps
         "gpfl --ala" | "fedcp --ala" | "apfl --flayer-lr") printf '%s\n' "$2" ;;
+        # PFLlib's personalized methods: FML and FedKD train two models with their own steps, FedKD sends SVD
+        # factors of whole tensors, FedDBE's output reads h + m (not ALA's head(h)), FedMTL averages nothing
+        "fml --flayer-lr" | "fedkd --flayer-lr" | "fedkd --flayer-mask" | "feddbe --ala" | "fedmtl --flayer-mask")
+            printf '%s\n' "$2" ;;
+        "fedmtl --ala" | "fedmtl --flayer-agg") echo "nothing to mix" ;;
     esac
 }
 
 algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
     fedavg-c fedprox-c perfedavg fedphp
     fedfomo apple partialfed
-    fedcp gpfl fedrod fedbabu lgfedavg apfl)
+    fedcp gpfl fedrod fedbabu lgfedavg apfl
+    fml fedkd feddbe fedmtl fedbn)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)

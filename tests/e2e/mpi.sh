@@ -78,6 +78,16 @@ case_flags() {
         ditto_file) echo --algo ditto --join 0.6 --client-state "$TMP" ;;
         # --drop-rate: round 1 drops 5 of the 6 selected (fedavg), 7 of 10
         drop_fedavg) echo --algo fedavg --join 0.6 --drop-rate 0.3 ;;
+        # PFLlib's personalized methods: FedKD's message sizes counted from the uploads on every rank, FedMTL's
+        # W from the server's copies, FedDBE's global mean computed on every rank from every client
+        fml) echo --algo fml --fml-alpha 0.5 --fml-beta 0.5 --join 0.6 ;;
+        fml_mask) echo --algo fml --flayer-mask --join 0.6 ;;
+        fedkd) echo --algo fedkd --join 0.6 ;;
+        fedkd_update) echo --algo fedkd --kd-update --kd-paper-rank --drop-rate 0.3 ;;
+        feddbe) echo --algo feddbe --join 0.6 ;;
+        fedmtl) echo --algo fedmtl --join 0.6 ;;
+        fedmtl_reg) echo --algo fedmtl --mtl-reg-grad --join 0.6 ;;
+        fedbn) echo --algo fedbn --model resnet18 --partition iid --clients 3 --public 69940 --batch 10 --eval-batch 10 ;;
         drop_fedalp) echo --algo fedalp --groups 2 --warmup 1 --drop-rate 0.3 ;;
         drop_cfl) echo --algo cfl --cfl-warmup 0 --cfl-eps1 1e9 --cfl-eps2 0 --drop-rate 0.3 ;;
         drop_fedper) echo --algo fedper --join 0.6 --drop-rate 0.3 ;;
@@ -111,6 +121,7 @@ else
         fedprox_ala fedavg_literal fedper_mask ditto_agg fedamp_ala pfedcfr_after_train ditto_file drop_fedavg drop_fedalp
         drop_cfl drop_fedper lgfedavg fedbabu apfl fedrod fedcp fedcp_mask gpfl gpfl_mask
         fedavg-c fedprox-c perfedavg fedphp perfedavg_hf_ala fedphp_agg fedfomo apple_silo partialfed
+        fml fml_mask fedkd fedkd_update feddbe fedmtl fedmtl_reg fedbn
         "${text[@]}" bn_shared bn_local)
     twice=(fedavg fedala fedalp pfedcfr flayer drop_cfl)
 fi

@@ -77,6 +77,27 @@ rm "$half/usr/include/$triplet/openblas-pthread/openblas_config.h"
 missing_in "$half" | grep -qx libopenblas-dev && pass "openblas.pc without openblas_config.h: asks for libopenblas-dev" ||
     fail "openblas.pc without its header passes for OpenBLAS"
 
+# LAPACK (FedKD's SVD): an OpenBLAS whose libopenblas.so exports sgesdd_
+# (Debian's) needs nothing more; one without it asks for liblapack-dev,
+# unless the reference LAPACK's lapack.pc is there
+lapack="$TMP/lapack"
+make_reference_blas_root "$lapack"
+add_openblas "$lapack"
+mkdir -p "$lapack/usr/lib/$triplet/openblas-pthread"
+if command -v nm >/dev/null && echo 'void sgesdd_(void) {}' | gcc -shared -fPIC -x c -o "$lapack/usr/lib/$triplet/openblas-pthread/libopenblas.so" - 2>/dev/null; then
+    missing_in "$lapack" | grep -qx liblapack-dev && fail "OpenBLAS with sgesdd_: setup still asks for liblapack-dev" ||
+        pass "OpenBLAS exporting sgesdd_: no liblapack-dev"
+    echo 'void sgemm_(void) {}' | gcc -shared -fPIC -x c -o "$lapack/usr/lib/$triplet/openblas-pthread/libopenblas.so" -
+    missing_in "$lapack" | grep -qx liblapack-dev && pass "OpenBLAS without LAPACK: asks for liblapack-dev" ||
+        fail "OpenBLAS without sgesdd_ passes for LAPACK"
+    printf 'Name: LAPACK\nDescription: reference LAPACK\nVersion: 3.11.0\nLibs: -llapack\n' \
+        >"$lapack/usr/lib/$triplet/pkgconfig/lapack.pc"
+    missing_in "$lapack" | grep -qx liblapack-dev && fail "lapack.pc present: still asks for liblapack-dev" ||
+        pass "the reference LAPACK's lapack.pc: not asked for"
+else
+    echo "no gcc or nm: the LAPACK checks are left out"
+fi
+
 # Fuzzing: clang alone is not enough; libFuzzer's runtime and clang's omp.h
 # are judged by the files libclang-rt-dev and libomp-dev install.
 fz="$TMP/clang-only"
