@@ -21,12 +21,14 @@ const pfl_param pfl_run_params[] = {
     {RUN_PARAM(STRING, "algo", algo), .alias = "algo", .def_text = "fedavg", .metavar = "NAME",
      .help = "method (the list below)"},
     {RUN_PARAM(STRING, "data", data), .alias = "data", .def_text = "mnist", .metavar = "NAME",
-     .help = "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews"},
+     .help = "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews, or "
+             "pfllib:DIR (a folder PFLlib's generators wrote, dataset/<NAME>: its clients as its files hold them)"},
     {RUN_PARAM(STRING, "model", model), .alias = "m", .def_text = "cnn", .metavar = "NAME",
      .help = "model: cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn, resnet18, resnet18-cifar, alexnet, "
              "fasttext[:VOCAB[:DIM]] (pfl model --model NAME prints its layers)"},
     {RUN_PARAM(STRING, "partition", partition), .def_text = "pat", .metavar = "P",
-     .help = "iid | pat[:K] | dir[:A[:MIN]] | onelabel[:TRAIN/TEST] | shards[:K] | dirc[:A] | cfr[:K] (see README)"},
+     .help = "iid | pat[:K] | dir[:A[:MIN]] | onelabel[:TRAIN/TEST] | shards[:K] | dirc[:A] | cfr[:K] (see README); "
+             "pfllib, the only one for --data pfllib:DIR and its default"},
     {RUN_PARAM(INT, "clients", cfg.clients), .alias = "nc", .def = 20, .min = 1, .max = 1e7, .metavar = "N",
      .help = "number of clients"},
     {RUN_PARAM(DOUBLE, "join", cfg.join), .alias = "jr", .def = 1.0, .min = 0, .max = 1, .min_exclusive = true,
@@ -494,6 +496,7 @@ int pfl_run_options_finish(pfl_run_options *o) {
     pfl_param_blocks b = pfl_run_blocks(o);
     for (int i = 0; i < algo->num_params; i++)
         if (pfl_param_resolve_auto(&algo->params[i], &b, o->model)) return -1;
+    o->partition = pfl_partition_resolve(o->data, o->partition); /* --data pfllib:DIR: its own clients */
     if (o->bn && !strcmp(o->bn, "auto")) {
         const char *method = method_bn(algo);
         o->bn = !pfl_model_has_batchnorm(o->model) ? "shared" : method ? method : "stats-local";
