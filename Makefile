@@ -59,6 +59,20 @@ DATA_FLAGS += -DPFL_NO_JPEG
 $(warning libjpeg not found (apt-get install libjpeg-dev): building without the tinyimagenet dataset)
 endif
 
+# libhdf5 (Debian's libhdf5-dev, the serial build, through its own
+# hdf5-serial.pc) writes PFLlib's results files: pfl export --results-h5,
+# which PFLlib's result scripts read. Optional: without it pfl builds, says
+# so here, and pfl export --results-h5 fails with "pfl was built without
+# libhdf5".
+HDF5_PC := $(firstword $(foreach p,hdf5-serial hdf5,$(shell pkg-config --exists $(p) 2>/dev/null && echo $(p))))
+ifeq ($(HDF5_PC),)
+DATA_FLAGS += -DPFL_NO_HDF5
+$(warning libhdf5 not found (apt-get install libhdf5-dev): building without pfl export --results-h5)
+else
+DATA_FLAGS += $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(HDF5_PC)))
+HDF5_LIBS  := $(shell pkg-config --libs $(HDF5_PC))
+endif
+
 # Reading what runs wrote and what presets say: libjansson (JSON: a
 # multi-seed run's summary, resuming's metrics.jsonl, pfl table and pfl
 # plot) and libyaml (configs/*.yaml, pfl run --config), both through their
@@ -130,7 +144,7 @@ NVFLAGS := -std=c++20 -O3 -g $(CUDA_ARCH) -Werror all-warnings \
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
 CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -O3 -g -fopenmp $(WARN) -Isrc $(BLAS_CFLAGS) $(DATA_FLAGS) $(PARSE_CFLAGS) $(EXTRA_CFLAGS)
-LDLIBS  := $(BLAS_LIBS) $(LAPACK_LIBS) $(MATIO_LIBS) $(JPEG_LIBS) $(MPI_LIBS) $(JANSSON_LIBS) $(YAML_LIBS) $(CUDA_LIBS) -lz -lm -fopenmp
+LDLIBS  := $(BLAS_LIBS) $(LAPACK_LIBS) $(MATIO_LIBS) $(JPEG_LIBS) $(HDF5_LIBS) $(MPI_LIBS) $(JANSSON_LIBS) $(YAML_LIBS) $(CUDA_LIBS) -lz -lm -fopenmp
 ifeq ($(SANITIZE),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDLIBS  += -fsanitize=address,undefined
@@ -217,7 +231,7 @@ $(BUILD)/libpfl.so: $(LIB_OBJ) $(BUILD)/libpfl.map
 # Libs.private list what linking libpfl.a needs (pkg-config --static). A
 # sanitized build (SANITIZE=1) puts the sanitizers in Libs: its libpfl
 # needs their run-time libraries.
-PC_REQUIRES := $(strip $(BLAS_PC) $(if $(MATIO_LIBS),matio) $(JPEG_PC) $(MPI_PC) jansson yaml-0.1)
+PC_REQUIRES := $(strip $(BLAS_PC) $(if $(MATIO_LIBS),matio) $(JPEG_PC) $(HDF5_PC) $(MPI_PC) jansson yaml-0.1)
 PC_PRIVATE  := $(strip $(if $(BLAS_PC),,$(BLAS_LIBS)) $(LAPACK_LIBS) $(if $(JPEG_PC),,$(JPEG_LIBS)) $(CUDA_LIBS) -lz -lm -fopenmp)
 comma       := ,
 PC_LIBS     := -L$${libdir} -lpfl$(if $(filter 1,$(SANITIZE)), -fsanitize=address$(comma)undefined)

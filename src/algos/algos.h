@@ -36,6 +36,12 @@ extern const pfl_algo pfl_algo_gpfl;
  * n floats; the alpha step alpha - lr <v - w, grad_mix> clipped to [0, 1]. */
 void pfl_apfl_mix(float *out, const float *v, const float *w, float alpha, size_t n);
 float pfl_apfl_alpha_step(float alpha, const float *v, const float *w, const float *grad_mix, size_t n, float lr);
+/* --reading pfllib's alpha step (PFLlib, from FedTorch): alpha - lr (<v - w,
+ * alpha grad_v + (1 - alpha) grad_w> + 0.02 alpha), clipped to [0, 1]. */
+float pfl_apfl_alpha_step_pfllib(float alpha, const float *v, const float *w, const float *grad_v,
+                                 const float *grad_w, size_t n, float lr);
+/* A client's alpha as it stands. */
+float pfl_apfl_alpha(const pfl_fl *fl, int client);
 /* FedRoD's pieces (fedrod.c): the balanced softmax offsets of a client, log
  * of its training samples per class (-INFINITY for a class it lacks); one
  * SGD step of a personal head (C x D weight, then C biases, in `head`) on the
@@ -121,8 +127,11 @@ extern const pfl_algo pfl_algo_fedavg_c;
 extern const pfl_algo pfl_algo_fedprox_c;
 extern const pfl_algo pfl_algo_perfedavg;
 extern const pfl_algo pfl_algo_fedphp;
-/* FedPHP's moving-average weight for a client that trained in `participations` rounds before this one. */
+/* FedPHP's moving-average weight for a client that trained in `participations` rounds before this one
+ * (--reading paper); the weight of a client's last trained model in what it holds for round `round`, mu
+ * (round - 1) / rounds (--reading pfllib). */
 float pfl_fedphp_mu(const pfl_fl *fl, int participations);
+float pfl_fedphp_pfllib_mu(const pfl_fl *fl, int round);
 /* Methods that download several models, FedFomo and APPLE, and PartialFed (src/algos/fedfomo.h, apple.h,
  * partialfed.h) */
 extern const pfl_algo pfl_algo_fedfomo;
@@ -182,6 +191,16 @@ int pfl_fedpac_simplex_qp(const double *P, int n, double *x);
 /* out (len) = sum_j alpha_j x uploads[j][offset ..], a weight at most 1e-3
  * counted as 0 and the rest not renormalized (PFLlib's eps). */
 void pfl_fedpac_combine(const double *alpha, int n, float *const *uploads, size_t offset, size_t len, float *out);
+/* --reading (APPLE, APFL, FedPHP, Per-FedAvg): where a method's paper and
+ * PFLlib's code, which FedALA's and FLAYER's tables ran, disagree, the run
+ * follows PFLlib (the default) or the paper; docs/algorithms.md names each
+ * difference. pfl_check_reading refuses another word (-1 with a message);
+ * PFL_READING_PARAM is the flag's row in a method's table, with its help. */
+bool pfl_reading_paper(const pfl_config *cfg);
+int pfl_check_reading(const pfl_config *cfg);
+#define PFL_READING_PARAM(HELP)                                                                                   \
+    {PFL_ALGO_PARAM(STRING, "reading", reading), .def_text = "pfllib", .metavar = "pfllib|paper", .help = HELP}
+
 /* PFLlib's personalized methods: FML, FedKD (their shared pieces: src/algos/mutual.h), FedDBE, FedMTL, FedBN */
 extern const pfl_algo pfl_algo_fml;
 extern const pfl_algo pfl_algo_fedkd;

@@ -64,6 +64,7 @@ typedef struct {
     bool tsdp_noise_singletons; /* each DBSCAN noise client a cluster alone (default: a run's noise one group) */
     /* methods that change the model: FedBABU, APFL, FedCP, GPFL */
     int fine_tune_epochs;   /* fedbabu: whole-model fine-tuning epochs of the personalized model */
+    const char *fine_tune_at; /* fedbabu: "last" (NULL: after the last round) | "every" (at every evaluation) */
     float apfl_alpha;       /* apfl: initial mixing weight of the local model */
     float fedcp_lambda;     /* fedcp: weight of the MMD between the trained and the received features */
     float gpfl_lambda;      /* gpfl: weight of the magnitude-level guidance ||f_G - e_y|| */
@@ -96,6 +97,9 @@ typedef struct {
     float pcl_tau;          /* fedpcl: temperature of the similarities to the prototypes */
     float gh_server_lr;     /* fedgh: learning rate of the server's training of the header */
     const char *gh_start;   /* fedgh: what the server's header training starts from: client0 | global */
+    /* apple, apfl, fedphp, perfedavg: where the method's paper and its reference code (PFLlib) disagree, which
+     * one to follow: "pfllib" (NULL: the default) | "paper" (pfl_reading_paper, docs/algorithms.md) */
+    const char *reading;
     /* PFLlib's personalized methods: FML, FedKD, FedDBE, FedMTL */
     float fml_alpha;        /* fml: weight of the personal model's cross-entropy (1 - alpha: its KL term) */
     float fml_beta;         /* fml: weight of the meme model's cross-entropy (1 - beta: its KL term) */

@@ -32,14 +32,18 @@ int pfl_run_load_partitioned(const char *data_name, const char *data_dir, const 
                              pfl_dataset *d, pfl_partition *p) {
     const pfl_run_options quiet = {.quiet = true};
     if (!o) o = &quiet;
+    partition = pfl_partition_resolve(data_name, partition); /* a PFLlib folder's own clients */
     pfl_partition_spec spec;
     if (pfl_partition_parse(&spec, partition)) return -1;
+    if (spec.kind == PFL_PART_PFLLIB && strncmp(data_name, "pfllib:", 7)) /* before minutes of loading */
+        return pfl_err("--partition pfllib: takes the clients of a PFLlib folder (--data pfllib:DIR), not --data %s",
+                       data_name);
     spec.train_fraction = train_fraction, spec.holdout = holdout;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (pfl_dataset_load(d, data_name, data_dir)) return -1;
-    pfl_run_say(o, "[pfl] loaded %s from %s: %d samples, %dx%dx%d, %d classes (%.1f s)", d->name, data_dir, d->n, d->c,
-            d->h, d->w, d->classes, seconds_since(&t0));
+    pfl_run_say(o, "[pfl] loaded %s from %s: %d samples, %dx%dx%d, %d classes (%.1f s)", d->name,
+            d->own_clients ? data_name + 7 : data_dir, d->n, d->c, d->h, d->w, d->classes, seconds_since(&t0));
     if (d->provenance[0]) pfl_run_say(o, "[pfl] %s: %s", d->name, d->provenance);
     if (d->warning[0]) fprintf(stderr, "[pfl] warning: %s\n", d->warning); /* quiet or not: results may differ */
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -76,6 +80,11 @@ static int public_count(const pfl_run_options *o) {
 static int build_vocabulary(pfl_dataset *data, const pfl_partition *part, const pfl_model *model,
                             const pfl_run_options *o) {
     if (pfl_text_build_vocab(data, part, pfl_model_vocab(model))) return -1;
+    if (data->text->given_ids) { /* a PFLlib folder: its ids are final */
+        pfl_run_say(o, "[pfl] token ids as the folder holds them: the largest %d, within the model's %d",
+                    data->text->num_words - 1, data->text->vocab_size);
+        return 0;
+    }
     pfl_run_say(o,
             "[pfl] vocabulary: %d ids (<pad> 0, <unk> 1, %d words of the %d distinct ones) from the training "
             "clients' text",

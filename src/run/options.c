@@ -21,12 +21,14 @@ const pfl_param pfl_run_params[] = {
     {RUN_PARAM(STRING, "algo", algo), .alias = "algo", .def_text = "fedavg", .metavar = "NAME",
      .help = "method (the list below)"},
     {RUN_PARAM(STRING, "data", data), .alias = "data", .def_text = "mnist", .metavar = "NAME",
-     .help = "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews"},
+     .help = "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews, or "
+             "pfllib:DIR (a folder PFLlib's generators wrote, dataset/<NAME>: its clients as its files hold them)"},
     {RUN_PARAM(STRING, "model", model), .alias = "m", .def_text = "cnn", .metavar = "NAME",
      .help = "model: cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn, resnet18, resnet18-cifar, alexnet, "
              "fasttext[:VOCAB[:DIM]] (pfl model --model NAME prints its layers)"},
     {RUN_PARAM(STRING, "partition", partition), .def_text = "pat", .metavar = "P",
-     .help = "iid | pat[:K] | dir[:A[:MIN]] | onelabel[:TRAIN/TEST] | shards[:K] | dirc[:A] | cfr[:K] (see README)"},
+     .help = "iid | pat[:K] | dir[:A[:MIN]] | onelabel[:TRAIN/TEST] | shards[:K] | dirc[:A] | cfr[:K] (see README); "
+             "pfllib, the only one for --data pfllib:DIR and its default"},
     {RUN_PARAM(INT, "clients", cfg.clients), .alias = "nc", .def = 20, .min = 1, .max = 1e7, .metavar = "N",
      .help = "number of clients"},
     {RUN_PARAM(DOUBLE, "join", cfg.join), .alias = "jr", .def = 1.0, .min = 0, .max = 1, .min_exclusive = true,
@@ -66,7 +68,8 @@ const pfl_param pfl_run_params[] = {
     {RUN_PARAM(STRING, "bn", bn), .def_text = "auto", .metavar = "MODE",
      .help = "BatchNorm layers (resnet18*): shared (averaged, running statistics too) | local (FedBN: weight, "
              "bias and statistics stay with each client) | stats-local (running statistics stay, as PFLlib) | auto "
-             "(stats-local under ALA or FLAYER's head mix, as their reference code; shared otherwise)"},
+             "(stats-local on a model with BatchNorm, as PFLlib, the reference code of FedALA's and FLAYER's "
+             "tables; shared for the methods whose paper or training says otherwise: fedtsdp, pfedme, cfl, fedalp)"},
     {RUN_PARAM(STRING, "layer-unit", layer_unit), .def_text = "rows", .metavar = "UNIT",
      .help = "what a count given to --ala-p, --head-layers, --cfr-layers, --tsdp-shared-layers counts: rows (pfl's "
              "layer table: a conv, a BatchNorm, a Linear) | tensors (PyTorch's parameters(): pFedCFR's layers) | "
@@ -462,6 +465,14 @@ int pfl_run_resolve_layers(pfl_run_options *o) {
     return r.failed;
 }
 
+/* The --bn a method sets in its run_defaults (FedTSDP's paper shares a layer whole; pFedMe, CFL and FedALP
+ * train from a model not the client's own), or NULL. */
+static const char *method_bn(const pfl_algo *algo) {
+    for (const char *const *d = algo->run_defaults; d && d[0]; d += 2)
+        if (!strcmp(d[0], "bn")) return d[1];
+    return NULL;
+}
+
 /* --device: the backend, which this machine must be able to run. */
 static int resolve_device(pfl_run_options *o) {
     const pfl_backend *be = pfl_backend_find(o->device ? o->device : "cpu");
@@ -485,9 +496,10 @@ int pfl_run_options_finish(pfl_run_options *o) {
     pfl_param_blocks b = pfl_run_blocks(o);
     for (int i = 0; i < algo->num_params; i++)
         if (pfl_param_resolve_auto(&algo->params[i], &b, o->model)) return -1;
+    o->partition = pfl_partition_resolve(o->data, o->partition); /* --data pfllib:DIR: its own clients */
     if (o->bn && !strcmp(o->bn, "auto")) {
-        const bool mixes = pfl_run_module_on(o, &pfl_module_ala) || pfl_run_module_on(o, &pfl_module_flayer_agg);
-        o->bn = mixes && pfl_model_has_batchnorm(o->model) ? "stats-local" : "shared";
+        const char *method = method_bn(algo);
+        o->bn = !pfl_model_has_batchnorm(o->model) ? "shared" : method ? method : "stats-local";
     }
     /* a method that is --bn local by definition (FedBN) on a model without
      * BatchNorm has nothing to keep local: FedAvg's shared mode */

@@ -102,9 +102,10 @@ bool pfl_run_args_give(const pfl_algo *algo, int argc, char **argv, const char *
 const pfl_algo *pfl_run_algo(const pfl_run_options *o);
 
 /* Resolves what depends on the method and the model: every "auto"
- * parameter, and --bn auto (stats-local when ALA or FLAYER's head mix is on
- * and the model has BatchNorm, the papers' reference code keeping each
- * client's running statistics; shared otherwise). Returns 0 or -1. */
+ * parameter, and --bn auto (on a model with BatchNorm, stats-local, as
+ * PFLlib, the reference code of FedALA's and FLAYER's tables, keeps each
+ * client's running statistics, or the mode the method's run_defaults name;
+ * shared on a model without). Returns 0 or -1. */
 int pfl_run_options_finish(pfl_run_options *o);
 
 /* True when the module is on in this run (its switch, or the method's bits). */
