@@ -52,6 +52,7 @@ run() {
 # every registered method (pfl run --help lists them; a method added later is added here)
 algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
     fedavg-c fedprox-c perfedavg fedphp lgfedavg fedbabu apfl fedrod fedcp gpfl fedfomo apple partialfed
+    fedproto fd fedpcl fedgh fedpac
     fml fedkd feddbe fedmtl fedbn
     fedcac fedas pfl-da fedgc)
 for algo in "${algos[@]}"; do
@@ -76,6 +77,7 @@ bn=(--data mnist --model resnet18 --partition onelabel:20/5 --clients 4 --rounds
     --threads 2 --eval-batch 10)
 for algo in fedavg fedper fedrep ditto fedala flayer fedamp pfedcfr local lgfedavg fedbabu apfl fedrod fedcp gpfl \
     fedphp perfedavg apple partialfed fedfomo fml fedkd feddbe fedmtl fedbn \
+    fedproto fd fedpcl fedgh fedpac \
     fedcac fedas pfl-da fedgc; do
     for mode in shared local stats-local; do
         for join in 1 0.5; do

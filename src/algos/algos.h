@@ -138,6 +138,59 @@ extern const pfl_algo pfl_algo_fedfomo;
 extern const pfl_algo pfl_algo_apple;
 extern const pfl_algo pfl_algo_partialfed;
 
+/* Methods that exchange class prototypes (src/algos/protos.h): FedProto, FD, FedPCL, FedGH, FedPAC */
+extern const pfl_algo pfl_algo_fedproto;
+extern const pfl_algo pfl_algo_fd;
+extern const pfl_algo pfl_algo_fedpcl;
+extern const pfl_algo pfl_algo_fedgh;
+extern const pfl_algo pfl_algo_fedpac;
+/* FedProto's prediction: the class of the nearest prototype of `set` (C
+ * classes in D dimensions) to the features z, by mean squared distance, the
+ * first of equals; -1 when the set has none. */
+int pfl_fedproto_nearest(const float *set, int C, int D, const float *z);
+/* FD's distillation term on B rows of logits o (B x C): the mean over the
+ * rows of -sum_c t_c log softmax(o)_c, t the global average logits of the
+ * row's class in `global` (a set of C classes in C dimensions), or the row
+ * itself where it has none (detached), taken as they are or, with
+ * `softmax`, through a softmax; its gradient added into dz (B x C). */
+double pfl_fd_soft_ce(const float *global, int C, const float *o, const uint8_t *labels, int B, bool softmax,
+                      float *dz);
+/* FedPCL's loss on B rows of features z (B x D): the mean over the rows of
+ * L_g + L_p, L_g the cross-entropy of r . G^T / tau over the classes of the
+ * global set, L_p the mean over the `clients` sets (packed one after the
+ * other) of the same over each, r = z / max(||z||, 1e-12); a set without
+ * the row's class adds nothing to it. Its gradient added into dz (B x D). */
+double pfl_fedpcl_loss(const float *global, const float *sets, int clients, int C, int D, double tau, const float *z,
+                       const uint8_t *labels, int B, float *dz);
+/* FedPCL's gradient term: the gradient scaled to norm at most 10
+ * (torch.nn.utils.clip_grad_norm_). */
+void pfl_fedpcl_clip(void *ctx, const pfl_model *m, const float *params, float *grads);
+/* FedPCL's prediction: argmax_c r . p_c over the set (0 for a class without
+ * a prototype, the first of equals); -1 when the set has none. */
+int pfl_fedpcl_predict(const float *set, int C, int D, const float *z);
+/* The set the server holds for `client` (padded with the global prototypes). */
+const float *pfl_fedpcl_set(const pfl_fl *fl, int client);
+/* FedGH's server step: one pass of SGD at lr on the mean cross-entropy of
+ * head(x) (head: C x D weight then C bias) over the n prototypes (n x D,
+ * with their labels) taken in `order`, in batches of `batch`. */
+void pfl_fedgh_train_header(float *head, const float *protos, const uint8_t *labels, const int *order, int n, int D,
+                            int C, int batch, float lr);
+/* FedPAC's statistics of n feature rows f (n x D) with their labels: h
+ * (C x D) with h_k = p_k mu_k, and *v = (sum_k p_k mean_k ||f||^2 -
+ * p_k^2 ||mu_k||^2) / n. 0, or -1 when out of memory. */
+int pfl_fedpac_statistics(const float *f, const uint8_t *labels, int n, int C, int D, float *v, float *h);
+/* FedPAC's quadratic program for client i of the n uploads: P = diag(v) +
+ * D_i, D_i[a][b] = <h_i - h_a, h_i - h_b>, from gram[a][b] = <h_a, h_b>
+ * (n x n, row-major, as P). */
+void pfl_fedpac_qp_matrix(const double *gram, const float *v, int n, int i, double *P);
+/* The minimizer x of x^T P x over the simplex (x >= 0, sum x = 1), P
+ * symmetric positive semidefinite (n x n, row-major), by a primal
+ * active-set method; 0, or -1 when a subproblem is singular or it does not
+ * converge (x then undefined). */
+int pfl_fedpac_simplex_qp(const double *P, int n, double *x);
+/* out (len) = sum_j alpha_j x uploads[j][offset ..], a weight at most 1e-3
+ * counted as 0 and the rest not renormalized (PFLlib's eps). */
+void pfl_fedpac_combine(const double *alpha, int n, float *const *uploads, size_t offset, size_t len, float *out);
 /* --reading (APPLE, APFL, FedPHP, Per-FedAvg): where a method's paper and
  * PFLlib's code, which FedALA's and FLAYER's tables ran, disagree, the run
  * follows PFLlib (the default) or the paper; docs/algorithms.md names each
@@ -235,6 +288,11 @@ void pfl_fedgc_correct(pfl_fl *fl);
 /* NULL-terminated list of every algorithm. */
 extern const pfl_algo *const pfl_algos[];
 
+/* The global model with the client's own rows (backbone layers and extra
+ * blocks) where they are not shared: what a method sends whose server
+ * never touches the unshared rows (the prototype methods' personal
+ * backbones or bases). */
+void pfl_receive_unshared_own(pfl_fl *fl, int client, const float *state, float *received);
 /* FedPer's and FedRep's shared pieces: the client builds its model from the
  * global base and its own head; the server aggregates only the base. */
 void pfl_receive_base(pfl_fl *fl, int client, const float *state, float *received);

@@ -90,6 +90,13 @@ typedef struct {
     float pf_tau_decay;     /* partialfed: the temperature of round r is tau * decay^(r-1) */
     int pf_fm, pf_fs;       /* partialfed: f_m model batches, then f_s strategy batches, in turn */
     float pf_lr;            /* partialfed: learning rate of the strategy's logits */
+    /* methods that exchange class prototypes: FedProto, FD, FedPCL, FedGH, FedPAC (src/algos/protos.h) */
+    float proto_lambda;     /* fedproto, fedpac: weight of the squared distance to the global prototypes */
+    float fd_lambda;        /* fd: weight of the distillation toward the global average logits */
+    const char *fd_target;  /* fd: the distillation's target: logits (PFLlib: the raw average) | softmax */
+    float pcl_tau;          /* fedpcl: temperature of the similarities to the prototypes */
+    float gh_server_lr;     /* fedgh: learning rate of the server's training of the header */
+    const char *gh_start;   /* fedgh: what the server's header training starts from: client0 | global */
     /* apple, apfl, fedphp, perfedavg: where the method's paper and its reference code (PFLlib) disagree, which
      * one to follow: "pfllib" (NULL: the default) | "paper" (pfl_reading_paper, docs/algorithms.md) */
     const char *reading;

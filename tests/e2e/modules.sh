@@ -33,6 +33,7 @@ algo_flags() {
         # one label per client gives balanced softmax a zero loss (the absent
         # classes' offsets are log 0), so the generic model would never move
         fedrod) echo --partition dir:0.3 --local-steps 5 ;;
+        fd) echo --fd-target softmax ;; # the raw logits as targets diverge on one label per client at lr 0.05
         # the same for FedGC's cross-entropy over a client's own classes
         fedgc) echo --partition dir:0.3 ;;
     esac
@@ -59,6 +60,11 @@ refused() {
         # issue 16: GPFL and FedCP route features through a valve or a policy, ALA learns on
         # the backbone's output head(h); APFL trains with its own steps
         "gpfl --ala" | "fedcp --ala" | "apfl --flayer-lr") printf '%s\n' "$2" ;;
+        # the methods that exchange class prototypes: nothing received to mix, no uploaded model to mask
+        # (FedGH mixes its received header as LG-FedAvg its head)
+        "fedproto --ala" | "fedproto --flayer-agg" | "fedproto --flayer-mask" | "fd --ala" | "fd --flayer-agg" | \
+            "fd --flayer-mask" | "fedpcl --ala" | "fedpcl --flayer-agg" | "fedpcl --flayer-mask" | \
+            "fedgh --flayer-mask" | "fedpac --ala" | "fedpac --flayer-agg" | "fedpac --flayer-mask") printf '%s\n' "$2" ;;
         # PFLlib's personalized methods: FML and FedKD train two models with their own steps, FedKD sends SVD
         # factors of whole tensors, FedDBE's output reads h + m (not ALA's head(h)), FedMTL averages nothing
         "fml --flayer-lr" | "fedkd --flayer-lr" | "fedkd --flayer-mask" | "feddbe --ala" | "fedmtl --flayer-mask")
@@ -76,6 +82,7 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fedavg-c fedprox-c perfedavg fedphp
     fedfomo apple partialfed
     fedcp gpfl fedrod fedbabu lgfedavg apfl
+    fedproto fd fedpcl fedgh fedpac
     fml fedkd feddbe fedmtl fedbn
     fedcac fedas pfl-da fedgc)
 # under the sanitizers (several times slower) the methods whose module paths
@@ -143,6 +150,7 @@ fi
 # 2 threads.
 algos=(fedala flayer fedrep ditto fedalp fedamp pfedcfr fedavg-c perfedavg fedphp gpfl)
 algos+=(fedcac fedas pfl-da fedgc) # PFLlib's personalized methods
+algos+=(fedproto fd fedpcl fedgh fedpac) # the methods that exchange class prototypes
 # under the sanitizers (several times slower) a sample that still covers
 # client state, modules and server-side fusion
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(fedala pfedcfr)
