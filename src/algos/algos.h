@@ -36,6 +36,12 @@ extern const pfl_algo pfl_algo_gpfl;
  * n floats; the alpha step alpha - lr <v - w, grad_mix> clipped to [0, 1]. */
 void pfl_apfl_mix(float *out, const float *v, const float *w, float alpha, size_t n);
 float pfl_apfl_alpha_step(float alpha, const float *v, const float *w, const float *grad_mix, size_t n, float lr);
+/* --reading pfllib's alpha step (PFLlib, from FedTorch): alpha - lr (<v - w,
+ * alpha grad_v + (1 - alpha) grad_w> + 0.02 alpha), clipped to [0, 1]. */
+float pfl_apfl_alpha_step_pfllib(float alpha, const float *v, const float *w, const float *grad_v,
+                                 const float *grad_w, size_t n, float lr);
+/* A client's alpha as it stands. */
+float pfl_apfl_alpha(const pfl_fl *fl, int client);
 /* FedRoD's pieces (fedrod.c): the balanced softmax offsets of a client, log
  * of its training samples per class (-INFINITY for a class it lacks); one
  * SGD step of a personal head (C x D weight, then C biases, in `head`) on the
@@ -121,13 +127,79 @@ extern const pfl_algo pfl_algo_fedavg_c;
 extern const pfl_algo pfl_algo_fedprox_c;
 extern const pfl_algo pfl_algo_perfedavg;
 extern const pfl_algo pfl_algo_fedphp;
-/* FedPHP's moving-average weight for a client that trained in `participations` rounds before this one. */
+/* FedPHP's moving-average weight for a client that trained in `participations` rounds before this one
+ * (--reading paper); the weight of a client's last trained model in what it holds for round `round`, mu
+ * (round - 1) / rounds (--reading pfllib). */
 float pfl_fedphp_mu(const pfl_fl *fl, int participations);
+float pfl_fedphp_pfllib_mu(const pfl_fl *fl, int round);
 /* Methods that download several models, FedFomo and APPLE, and PartialFed (src/algos/fedfomo.h, apple.h,
  * partialfed.h) */
 extern const pfl_algo pfl_algo_fedfomo;
 extern const pfl_algo pfl_algo_apple;
 extern const pfl_algo pfl_algo_partialfed;
+
+/* Methods that exchange class prototypes (src/algos/protos.h): FedProto, FD, FedPCL, FedGH, FedPAC */
+extern const pfl_algo pfl_algo_fedproto;
+extern const pfl_algo pfl_algo_fd;
+extern const pfl_algo pfl_algo_fedpcl;
+extern const pfl_algo pfl_algo_fedgh;
+extern const pfl_algo pfl_algo_fedpac;
+/* FedProto's prediction: the class of the nearest prototype of `set` (C
+ * classes in D dimensions) to the features z, by mean squared distance, the
+ * first of equals; -1 when the set has none. */
+int pfl_fedproto_nearest(const float *set, int C, int D, const float *z);
+/* FD's distillation term on B rows of logits o (B x C): the mean over the
+ * rows of -sum_c t_c log softmax(o)_c, t the global average logits of the
+ * row's class in `global` (a set of C classes in C dimensions), or the row
+ * itself where it has none (detached), taken as they are or, with
+ * `softmax`, through a softmax; its gradient added into dz (B x C). */
+double pfl_fd_soft_ce(const float *global, int C, const float *o, const uint8_t *labels, int B, bool softmax,
+                      float *dz);
+/* FedPCL's loss on B rows of features z (B x D): the mean over the rows of
+ * L_g + L_p, L_g the cross-entropy of r . G^T / tau over the classes of the
+ * global set, L_p the mean over the `clients` sets (packed one after the
+ * other) of the same over each, r = z / max(||z||, 1e-12); a set without
+ * the row's class adds nothing to it. Its gradient added into dz (B x D). */
+double pfl_fedpcl_loss(const float *global, const float *sets, int clients, int C, int D, double tau, const float *z,
+                       const uint8_t *labels, int B, float *dz);
+/* FedPCL's gradient term: the gradient scaled to norm at most 10
+ * (torch.nn.utils.clip_grad_norm_). */
+void pfl_fedpcl_clip(void *ctx, const pfl_model *m, const float *params, float *grads);
+/* FedPCL's prediction: argmax_c r . p_c over the set (0 for a class without
+ * a prototype, the first of equals); -1 when the set has none. */
+int pfl_fedpcl_predict(const float *set, int C, int D, const float *z);
+/* The set the server holds for `client` (padded with the global prototypes). */
+const float *pfl_fedpcl_set(const pfl_fl *fl, int client);
+/* FedGH's server step: one pass of SGD at lr on the mean cross-entropy of
+ * head(x) (head: C x D weight then C bias) over the n prototypes (n x D,
+ * with their labels) taken in `order`, in batches of `batch`. */
+void pfl_fedgh_train_header(float *head, const float *protos, const uint8_t *labels, const int *order, int n, int D,
+                            int C, int batch, float lr);
+/* FedPAC's statistics of n feature rows f (n x D) with their labels: h
+ * (C x D) with h_k = p_k mu_k, and *v = (sum_k p_k mean_k ||f||^2 -
+ * p_k^2 ||mu_k||^2) / n. 0, or -1 when out of memory. */
+int pfl_fedpac_statistics(const float *f, const uint8_t *labels, int n, int C, int D, float *v, float *h);
+/* FedPAC's quadratic program for client i of the n uploads: P = diag(v) +
+ * D_i, D_i[a][b] = <h_i - h_a, h_i - h_b>, from gram[a][b] = <h_a, h_b>
+ * (n x n, row-major, as P). */
+void pfl_fedpac_qp_matrix(const double *gram, const float *v, int n, int i, double *P);
+/* The minimizer x of x^T P x over the simplex (x >= 0, sum x = 1), P
+ * symmetric positive semidefinite (n x n, row-major), by a primal
+ * active-set method; 0, or -1 when a subproblem is singular or it does not
+ * converge (x then undefined). */
+int pfl_fedpac_simplex_qp(const double *P, int n, double *x);
+/* out (len) = sum_j alpha_j x uploads[j][offset ..], a weight at most 1e-3
+ * counted as 0 and the rest not renormalized (PFLlib's eps). */
+void pfl_fedpac_combine(const double *alpha, int n, float *const *uploads, size_t offset, size_t len, float *out);
+/* --reading (APPLE, APFL, FedPHP, Per-FedAvg): where a method's paper and
+ * PFLlib's code, which FedALA's and FLAYER's tables ran, disagree, the run
+ * follows PFLlib (the default) or the paper; docs/algorithms.md names each
+ * difference. pfl_check_reading refuses another word (-1 with a message);
+ * PFL_READING_PARAM is the flag's row in a method's table, with its help. */
+bool pfl_reading_paper(const pfl_config *cfg);
+int pfl_check_reading(const pfl_config *cfg);
+#define PFL_READING_PARAM(HELP)                                                                                   \
+    {PFL_ALGO_PARAM(STRING, "reading", reading), .def_text = "pfllib", .metavar = "pfllib|paper", .help = HELP}
 
 /* PFLlib's personalized methods: FML, FedKD (their shared pieces: src/algos/mutual.h), FedDBE, FedMTL, FedBN */
 extern const pfl_algo pfl_algo_fml;
@@ -176,6 +248,42 @@ const float *pfl_feddbe_global_mean(const pfl_fl *fl);
  * sum `others` of the m - 1 other columns of W (n floats). */
 double pfl_fedmtl_scale(const pfl_model *m);
 void pfl_fedmtl_prox(double scale, int m, const float *others, size_t n, float *mu, float *anchor);
+/* PFLlib's personalized methods: FedCAC, FedAS, PFL-DA, FedGC */
+extern const pfl_algo pfl_algo_fedcac;
+extern const pfl_algo pfl_algo_fedas;
+extern const pfl_algo pfl_algo_pfl_da;
+extern const pfl_algo pfl_algo_fedgc;
+/* FedCAC's pieces (fedcac.c), for its tests. Masks are rows of 32-bit words,
+ * a bit per parameter, held in float slots bit for bit. The critical
+ * parameters of one tensor of n parameters, w trained from w0: bits
+ * first..first+n-1 of mask set where |(w - w0) w| reaches the int(tau n)-th
+ * largest (keys: n scratch words). */
+void pfl_fedcac_select(const float *w, const float *w0, size_t n, double tau, uint32_t *keys, float *mask,
+                       size_t first);
+/* The client's model: its critical parameters (mask) from `customized`, over
+ * `model`, on the layers the run shares. */
+void pfl_fedcac_mix(const pfl_fl *fl, const float *mask, const float *customized, float *model);
+/* The collaboration threshold of round r over the n x n overlaps (diagonal
+ * unread): avg + r / beta (max - avg). */
+double pfl_fedcac_threshold(const double *overlap, int n, int round, int beta);
+/* FedAS's pieces (fedas.c): the alignment loss of B rows of features f (B x
+ * D) toward the prototypes of their labels, sum over classes of the MSE of
+ * the batch's in_batch[c] samples of c, its gradient into df; the Fisher
+ * trace of a client's model. */
+double pfl_fedas_align_loss(const float *f, const uint8_t *y, int B, int D, const float *proto, const int *in_batch,
+                            float *df);
+double pfl_fedas_fisher_trace(pfl_fl *fl, pfl_worker *w, int client, const float *model);
+/* PFL-DA's pieces (pfl_da.c): the mean cross-entropy of the head (w: C x D,
+ * b: C) on B rows of features h, adding its gradients into dw, db, dh
+ * (B x D), the argmax hits into *correct; the gradient lambda (p - g) /
+ * ||p - g|| of its head regularizer, added into grads. */
+double pfl_da_head_xent(const float *w, const float *b, const float *h, const uint8_t *labels, int B, int D, int C,
+                        float *dw, float *db, float *dh, int *correct);
+void pfl_da_reg_grad(const float *personal, const float *global, size_t n, float lambda, float *grads);
+/* FedGC's pieces (fedgc.c): the class predicted among the held ones (-1:
+ * none); the server's correction step of every client's head. */
+int pfl_fedgc_predict(const float *logits, const uint8_t *held, int C);
+void pfl_fedgc_correct(pfl_fl *fl);
 /* PFLlib's traditional methods: MOON, FedGen, FedCross */
 extern const pfl_algo pfl_algo_moon;
 /* MOON's model-contrastive loss (moon.c), for its tests: the batch mean of
@@ -215,6 +323,11 @@ const float *pfl_fedcross_middleware(const pfl_fl *fl, int k);
 /* NULL-terminated list of every algorithm. */
 extern const pfl_algo *const pfl_algos[];
 
+/* The global model with the client's own rows (backbone layers and extra
+ * blocks) where they are not shared: what a method sends whose server
+ * never touches the unshared rows (the prototype methods' personal
+ * backbones or bases). */
+void pfl_receive_unshared_own(pfl_fl *fl, int client, const float *state, float *received);
 /* FedPer's and FedRep's shared pieces: the client builds its model from the
  * global base and its own head; the server aggregates only the base. */
 void pfl_receive_base(pfl_fl *fl, int client, const float *state, float *received);

@@ -21,8 +21,12 @@ const pfl_algo *const pfl_algos[] = {&pfl_algo_fedavg, &pfl_algo_local, &pfl_alg
                                      &pfl_algo_fedavg_c, &pfl_algo_fedprox_c, &pfl_algo_perfedavg, &pfl_algo_fedphp,
                                      /* several downloaded models; partial loading */
                                      &pfl_algo_fedfomo, &pfl_algo_apple, &pfl_algo_partialfed,
+                                     /* methods that exchange class prototypes */
+                                     &pfl_algo_fedproto, &pfl_algo_fd, &pfl_algo_fedpcl, &pfl_algo_fedgh,
+                                     &pfl_algo_fedpac,
                                      /* PFLlib's personalized methods */
                                      &pfl_algo_fml, &pfl_algo_fedkd, &pfl_algo_feddbe, &pfl_algo_fedmtl, &pfl_algo_fedbn,
+                                     &pfl_algo_fedcac, &pfl_algo_fedas, &pfl_algo_pfl_da, &pfl_algo_fedgc,
                                      /* PFLlib's traditional methods: MOON, FedGen, FedCross */
                                      &pfl_algo_moon, &pfl_algo_fedgen, &pfl_algo_fedcross,
                                      NULL};

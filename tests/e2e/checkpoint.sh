@@ -35,9 +35,14 @@ cases=(
     "fedfomo --fomo-m 3"
     "apple --join 1"
     "partialfed --pf-fm 2 --pf-fs 1"
+    # prototypes in the global model's message block; FedPCL's client sets and FedPAC's classifiers (the methods' state)
+    "fedproto" "fd --fd-target softmax" "fedpcl" "fedgh" "fedgh --gh-start global --ala" "fedpac"
     # PFLlib's personalized methods: FML's and FedKD's personal models (client store), FedKD's W (its store)
     # and last message size, FedDBE's PRBM (a personal block), FedMTL's copies of the clients' models
     "fml --fml-alpha 0.5 --fml-beta 0.5" "fedkd --join 0.6" "feddbe" "fedmtl --mtl-reg-grad --join 0.6" "fedbn"
+    # PFLlib's personalized methods: FedCAC's masks and customized models, FedAS's Fisher block and client
+    # models, PFL-DA's global head block, FedGC's server-side heads (with FLAYER's head mix: client rows too)
+    "fedcac" "fedcac --cac-round1 customized --join 1" "fedas" "pfl-da" "fedgc" "fedgc --flayer-agg --flayer-mask"
     # PFLlib's traditional methods: MOON's previous local models (a per-client store), sitting-out clients
     "moon --join 0.6"
     # FedGen's generator and its Adam moments (server state)

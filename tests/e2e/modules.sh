@@ -34,6 +34,9 @@ algo_flags() {
         # one label per client gives balanced softmax a zero loss (the absent
         # classes' offsets are log 0), so the generic model would never move
         fedrod) echo --partition dir:0.3 --local-steps 5 ;;
+        fd) echo --fd-target softmax ;; # the raw logits as targets diverge on one label per client at lr 0.05
+        # the same for FedGC's cross-entropy over a client's own classes
+        fedgc) echo --partition dir:0.3 ;;
     esac
 }
 # the modules a method switches on by itself (the flag would change nothing)
@@ -58,11 +61,21 @@ refused() {
         # issue 16: GPFL and FedCP route features through a valve or a policy, ALA learns on
         # the backbone's output head(h); APFL trains with its own steps
         "gpfl --ala" | "fedcp --ala" | "apfl --flayer-lr") printf '%s\n' "$2" ;;
+        # the methods that exchange class prototypes: nothing received to mix, no uploaded model to mask
+        # (FedGH mixes its received header as LG-FedAvg its head)
+        "fedproto --ala" | "fedproto --flayer-agg" | "fedproto --flayer-mask" | "fd --ala" | "fd --flayer-agg" | \
+            "fd --flayer-mask" | "fedpcl --ala" | "fedpcl --flayer-agg" | "fedpcl --flayer-mask" | \
+            "fedgh --flayer-mask" | "fedpac --ala" | "fedpac --flayer-agg" | "fedpac --flayer-mask") printf '%s\n' "$2" ;;
         # PFLlib's personalized methods: FML and FedKD train two models with their own steps, FedKD sends SVD
         # factors of whole tensors, FedDBE's output reads h + m (not ALA's head(h)), FedMTL averages nothing
         "fml --flayer-lr" | "fedkd --flayer-lr" | "fedkd --flayer-mask" | "feddbe --ala" | "fedmtl --flayer-mask")
             printf '%s\n' "$2" ;;
         "fedmtl --ala" | "fedmtl --flayer-agg") echo "nothing to mix" ;;
+        # PFLlib's personalized methods: FedCAC and FedAS build the starting model themselves, FedCAC's server
+        # reads whole uploads, PFL-DA sends only its global head (a block the mask sends whole), ALA learns its
+        # weights on all classes where a FedGC client classifies among its own
+        "fedcac --ala" | "fedcac --flayer-agg" | "fedcac --flayer-mask" | "fedas --ala" | "fedas --flayer-agg" | \
+            "pfl-da --ala" | "pfl-da --flayer-agg" | "pfl-da --flayer-mask" | "fedgc --ala") printf '%s\n' "$2" ;;
         # the generator learns on the averaged head, the uploads' ensemble only when every head is sent whole
         "fedgen --flayer-mask") printf '%s\n' "$2" ;;
         # each client trains a middleware model, not the global one; the server keeps whole uploads
@@ -74,7 +87,9 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fedavg-c fedprox-c perfedavg fedphp
     fedfomo apple partialfed
     fedcp gpfl fedrod fedbabu lgfedavg apfl
+    fedproto fd fedpcl fedgh fedpac
     fml fedkd feddbe fedmtl fedbn
+    fedcac fedas pfl-da fedgc
     moon fedgen fedcross)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
@@ -140,6 +155,8 @@ fi
 # Stateful and server-side personalized methods give the same model on 1 and
 # 2 threads.
 algos=(fedala flayer fedrep ditto fedalp fedamp pfedcfr fedavg-c perfedavg fedphp gpfl)
+algos+=(fedcac fedas pfl-da fedgc) # PFLlib's personalized methods
+algos+=(fedproto fd fedpcl fedgh fedpac) # the methods that exchange class prototypes
 # under the sanitizers (several times slower) a sample that still covers
 # client state, modules and server-side fusion
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(fedala pfedcfr)
@@ -147,6 +164,7 @@ common=(--data mnist --model mlp --partition onelabel:100/20 --clients 10 --join
 for algo in "${algos[@]}"; do
     extra=()
     [ "$algo" = fedalp ] && extra=(--groups 2 --warmup 1)
+    [ "$algo" = fedgc ] && extra=(--partition dir:0.3) # one label a client: nothing to classify among
     for t in 1 2; do
         "$PFL" run "${common[@]}" --algo "$algo" --threads $t "${extra[@]}" --out "$TMP/${algo}_t$t" ||
             fail "$algo --threads $t: run failed"

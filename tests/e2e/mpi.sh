@@ -101,6 +101,12 @@ case_flags() {
         bn_shared | bn_local) echo --model resnet18 --partition iid --clients 3 --public 69940 --batch 10 \
             --eval-batch 10 --bn "${1#bn_}" ;;
         apple_silo) echo --algo apple ;; # cross-silo: every client every round
+        fedgh_ala) echo --algo fedgh --ala --join 0.6 ;; # ALA on the header the server trained
+        # PFLlib's personalized methods: FedAS's trace travels in its block, FedGC's heads under the mask
+        # (FedGC on dir:0.3: with one label a client its cross-entropy over the client's classes is zero)
+        fedas_mask) echo --algo fedas --join 0.6 --flayer-mask ;;
+        fedgc) echo --algo fedgc --join 0.6 --partition dir:0.3 ;;
+        fedgc_mask) echo --algo fedgc --join 0.6 --partition dir:0.3 --flayer-mask --flayer-agg ;;
         fedgen) echo --algo fedgen --join 0.6 --fedgen-server-epochs 20 ;;
         *) echo --algo "$1" --join 0.6 ;;
     esac
@@ -122,10 +128,12 @@ else
         fedprox_ala fedavg_literal fedper_mask ditto_agg fedamp_ala pfedcfr_after_train ditto_file drop_fedavg drop_fedalp
         drop_cfl drop_fedper lgfedavg fedbabu apfl fedrod fedcp fedcp_mask gpfl gpfl_mask
         fedavg-c fedprox-c perfedavg fedphp perfedavg_hf_ala fedphp_agg fedfomo apple_silo partialfed
+        fedproto fd fedpcl fedgh fedpac fedgh_ala
         fml fml_mask fedkd fedkd_update feddbe fedmtl fedmtl_reg fedbn
+        fedcac fedas fedas_mask pfl-da fedgc fedgc_mask
         moon fedgen fedcross
         "${text[@]}" bn_shared bn_local)
-    twice=(fedavg fedala fedalp pfedcfr flayer drop_cfl)
+    twice=(fedavg fedala fedalp pfedcfr flayer drop_cfl fedpac)
 fi
 for name in "${cases[@]}"; do
     read -r -a flags <<<"$(case_flags "$name")"
@@ -238,6 +246,21 @@ interrupt() {
     done
 }
 [ "${PFL_SANITIZED:-0}" = 1 ] || { interrupt KILL; interrupt TERM; }
+# the prototype methods' server state under mpirun: FedPCL's client sets
+# (replicated) and FedPAC's classifiers (a per-client store), a run stopped
+# after round 2 of 4 and resumed with 2 ranks
+for a in fedpcl fedpac; do
+    [ "${PFL_SANITIZED:-0}" = 1 ] && break
+    pk=(--algo "$a" "${ck[@]:2}" --rounds 4) # the last --rounds counts
+    "$PFL" run "${pk[@]}" --quiet --threads 2 --out "$TMP/pk_full_$a" || { fail "$a: uninterrupted run failed"; continue; }
+    timeout 300 "${MPIRUN[@]}" -np 3 "$PFL" run "${pk[@]}" --quiet --threads 1 --stop-after 2 --out "$TMP/pk_$a" \
+        >"$TMP/pk_$a.log" 2>&1 || { fail "$a: stopped run failed: $(tail -3 "$TMP/pk_$a.log")"; continue; }
+    timeout 300 "${MPIRUN[@]}" -np 2 "$PFL" resume "$TMP/pk_$a" --quiet >"$TMP/pk_$a-np2.log" 2>&1 ||
+        { fail "$a: resume with 2 ranks failed: $(head -5 "$TMP/pk_$a-np2.log")"; continue; }
+    [ "$(strip_dir "$TMP/pk_full_$a")" = "$(strip_dir "$TMP/pk_$a")" ] &&
+        pass "$a: stopped under 3 ranks, resumed with 2 to the uninterrupted fingerprints and metrics" ||
+        fail "$a: resumed with 2 ranks: $(diff <(strip_dir "$TMP/pk_full_$a") <(strip_dir "$TMP/pk_$a") | head -4)"
+done
 
 # A folder holding an unfinished run of 3 ranks (its checkpoint and the
 # ranks' parts beside it): a new run is refused with one line naming pfl
