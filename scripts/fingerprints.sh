@@ -25,6 +25,7 @@ trap 'rm -rf "$TMP"' EXIT
 tiny=(--data mnist --model mlp --partition onelabel:100/20 --clients 6 --rounds 3 --batch 20 --lr 0.05 --quiet --threads 2)
 algo_flags() {
     case $1 in
+        fedgen) echo --fedgen-server-epochs 20 ;; # the generator's 1000 steps a round are most of a tiny run
         fedalp) echo --groups 2 --warmup 1 ;;
         cfl) echo --cfl-eps1 1e9 --cfl-eps2 0 --cfl-warmup 1 ;;
         fedtsdp) echo --public 500 --tsdp-hth 0 ;;
@@ -54,7 +55,8 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fedavg-c fedprox-c perfedavg fedphp lgfedavg fedbabu apfl fedrod fedcp gpfl fedfomo apple partialfed
     fedproto fd fedpcl fedgh fedpac
     fml fedkd feddbe fedmtl fedbn
-    fedcac fedas pfl-da fedgc)
+    fedcac fedas pfl-da fedgc
+    moon fedgen fedcross)
 for algo in "${algos[@]}"; do
     for mod in none --ala --flayer-agg --flayer-lr --flayer-mask; do
         mods=()

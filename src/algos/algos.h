@@ -284,6 +284,41 @@ void pfl_da_reg_grad(const float *personal, const float *global, size_t n, float
  * none); the server's correction step of every client's head. */
 int pfl_fedgc_predict(const float *logits, const uint8_t *held, int C);
 void pfl_fedgc_correct(pfl_fl *fl);
+/* PFLlib's traditional methods: MOON, FedGen, FedCross */
+extern const pfl_algo pfl_algo_moon;
+/* MOON's model-contrastive loss (moon.c), for its tests: the batch mean of
+ * -log(e^(cos(z, glob) / tau) / (e^(cos(z, glob) / tau) + e^(cos(z, prev) / tau)))
+ * over B rows of n features; with dz non-NULL writes its gradient wrt z. */
+double pfl_moon_contrastive(const float *z, const float *glob, const float *prev, int B, long n, float tau,
+                            float *dz);
+extern const pfl_algo pfl_algo_fedgen;
+/* FedGen's pieces (fedgen.c), for its tests: the mean cross-entropy of a
+ * linear head (C x D weight, then C biases) on B rows of features z against
+ * labels y, adding its gradients into dhead and dz where they are not NULL;
+ * the server's --fedgen-server-epochs Adam steps of the generator against
+ * the global model's head. */
+double pfl_fedgen_head_loss(const float *head, const float *z, const uint8_t *y, int B, int D, int C, float *dhead,
+                            float *dz);
+void pfl_fedgen_train_generator(pfl_fl *fl);
+/* The generator's parameters (*length floats): fc1's hidden x (noise + C)
+ * weight and hidden biases, its BatchNorm's hidden weights and biases, fc's
+ * D x hidden weight and D biases. */
+float *pfl_fedgen_generator(pfl_fl *fl, size_t *length);
+/* One generated batch of --batch samples drawn from rng: the mean CE of
+ * the global model's head on G's features against their labels, its
+ * gradient wrt G's parameters added into grad (NULL: none). */
+double pfl_fedgen_generator_loss(pfl_fl *fl, pfl_rng *rng, float *grad);
+extern const pfl_algo pfl_algo_fedcross;
+/* FedCross's pieces (fedcross.c), for its tests: which middleware model the
+ * client trains in `round` (its place in the round's random order; -1 when
+ * not selected); the similarity of two model vectors (the sum over layers of
+ * the cosine of their parameters, the last layer twice); model j's
+ * collaborator among K by the K x K similarities (strategy 0 in turn, 1 the
+ * least similar, 2 the most similar); middleware model k. */
+int pfl_fedcross_slot(const pfl_config *cfg, int round, int client);
+double pfl_fedcross_similarity(const pfl_model *m, const float *a, const float *b);
+int pfl_fedcross_collaborator(const double *sim, int K, int j, int strategy, int round);
+const float *pfl_fedcross_middleware(const pfl_fl *fl, int k);
 
 /* NULL-terminated list of every algorithm. */
 extern const pfl_algo *const pfl_algos[];

@@ -27,6 +27,8 @@ const pfl_algo *const pfl_algos[] = {&pfl_algo_fedavg, &pfl_algo_local, &pfl_alg
                                      /* PFLlib's personalized methods */
                                      &pfl_algo_fml, &pfl_algo_fedkd, &pfl_algo_feddbe, &pfl_algo_fedmtl, &pfl_algo_fedbn,
                                      &pfl_algo_fedcac, &pfl_algo_fedas, &pfl_algo_pfl_da, &pfl_algo_fedgc,
+                                     /* PFLlib's traditional methods: MOON, FedGen, FedCross */
+                                     &pfl_algo_moon, &pfl_algo_fedgen, &pfl_algo_fedcross,
                                      NULL};
 
 /* Methods registered at run time (pfl_algo_register), after the built-in ones. */

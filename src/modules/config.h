@@ -121,6 +121,16 @@ typedef struct {
     float da_lambda;        /* pfl-da: lambda, weight of ||global head - personal head|| in the head's loss */
     bool da_reg_grad;       /* pfl-da: that term has a gradient (PFLlib's is computed from .data: none) */
     float gc_lambda;        /* fedgc: the server's classifier correction steps at lr x this */
+    /* PFLlib's traditional methods: MOON, FedGen, FedCross */
+    float moon_mu;          /* moon: mu, weight of the model-contrastive loss */
+    float moon_tau;         /* moon: tau, its temperature */
+    int fedgen_noise_dim;   /* fedgen: width of the generator's noise input */
+    int fedgen_hidden;      /* fedgen: width of its hidden layer */
+    float fedgen_lr;        /* fedgen: learning rate of its Adam steps */
+    int fedgen_server_epochs; /* fedgen: its steps on the server per round */
+    float fedcross_alpha;   /* fedcross: the weight a middleware model keeps of itself */
+    int fedcross_select;    /* fedcross: collaborator: 0 in turn, 1 least similar, 2 most similar */
+    int fedcross_first_stage; /* fedcross: rounds before cross-aggregation begins */
 } pfl_algo_params;
 
 /* Modules any algorithm can switch on (DESIGN.md §2): FedALA's adaptive local

@@ -43,6 +43,12 @@ cases=(
     # PFLlib's personalized methods: FedCAC's masks and customized models, FedAS's Fisher block and client
     # models, PFL-DA's global head block, FedGC's server-side heads (with FLAYER's head mix: client rows too)
     "fedcac" "fedcac --cac-round1 customized --join 1" "fedas" "pfl-da" "fedgc" "fedgc --flayer-agg --flayer-mask"
+    # PFLlib's traditional methods: MOON's previous local models (a per-client store), sitting-out clients
+    "moon --join 0.6"
+    # FedGen's generator and its Adam moments (server state)
+    "fedgen --fedgen-server-epochs 20"
+    # FedCross's middleware models (server state)
+    "fedcross"
 )
 # under the sanitizers (several times slower) a sample: client state, ALA,
 # FLAYER's modules, clustering and server-side fusion

@@ -29,6 +29,7 @@ algo_flags() {
         fedalp) echo --groups 2 --warmup 1 ;;
         cfl) echo --cfl-eps1 1e9 --cfl-eps2 0 --cfl-warmup 1 ;;
         fedtsdp) echo --public 500 --tsdp-hth 0 ;;
+        fedgen) echo --fedgen-server-epochs 20 ;; # the generator's 1000 steps a round are most of a tiny run
         partialfed) echo --pf-fm 1 --pf-fs 1 ;; # 5 batches a round: the default 8 + 2 would never train the strategy
         # one label per client gives balanced softmax a zero loss (the absent
         # classes' offsets are log 0), so the generic model would never move
@@ -75,6 +76,10 @@ refused() {
         # weights on all classes where a FedGC client classifies among its own
         "fedcac --ala" | "fedcac --flayer-agg" | "fedcac --flayer-mask" | "fedas --ala" | "fedas --flayer-agg" | \
             "pfl-da --ala" | "pfl-da --flayer-agg" | "pfl-da --flayer-mask" | "fedgc --ala") printf '%s\n' "$2" ;;
+        # the generator learns on the averaged head, the uploads' ensemble only when every head is sent whole
+        "fedgen --flayer-mask") printf '%s\n' "$2" ;;
+        # each client trains a middleware model, not the global one; the server keeps whole uploads
+        "fedcross --ala" | "fedcross --flayer-agg" | "fedcross --flayer-mask") printf '%s\n' "$2" ;;
     esac
 }
 
@@ -84,7 +89,8 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fedcp gpfl fedrod fedbabu lgfedavg apfl
     fedproto fd fedpcl fedgh fedpac
     fml fedkd feddbe fedmtl fedbn
-    fedcac fedas pfl-da fedgc)
+    fedcac fedas pfl-da fedgc
+    moon fedgen fedcross)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)

@@ -107,6 +107,7 @@ case_flags() {
         fedas_mask) echo --algo fedas --join 0.6 --flayer-mask ;;
         fedgc) echo --algo fedgc --join 0.6 --partition dir:0.3 ;;
         fedgc_mask) echo --algo fedgc --join 0.6 --partition dir:0.3 --flayer-mask --flayer-agg ;;
+        fedgen) echo --algo fedgen --join 0.6 --fedgen-server-epochs 20 ;;
         *) echo --algo "$1" --join 0.6 ;;
     esac
 }
@@ -130,6 +131,7 @@ else
         fedproto fd fedpcl fedgh fedpac fedgh_ala
         fml fml_mask fedkd fedkd_update feddbe fedmtl fedmtl_reg fedbn
         fedcac fedas fedas_mask pfl-da fedgc fedgc_mask
+        moon fedgen fedcross
         "${text[@]}" bn_shared bn_local)
     twice=(fedavg fedala fedalp pfedcfr flayer drop_cfl fedpac)
 fi
