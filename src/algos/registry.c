@@ -21,6 +21,8 @@ const pfl_algo *const pfl_algos[] = {&pfl_algo_fedavg, &pfl_algo_local, &pfl_alg
                                      &pfl_algo_fedavg_c, &pfl_algo_fedprox_c, &pfl_algo_perfedavg, &pfl_algo_fedphp,
                                      /* several downloaded models; partial loading */
                                      &pfl_algo_fedfomo, &pfl_algo_apple, &pfl_algo_partialfed,
+                                     /* traditional methods */
+                                     &pfl_algo_scaffold, &pfl_algo_feddyn, &pfl_algo_fedlc, &pfl_algo_fedntd,
                                      NULL};
 
 /* Methods registered at run time (pfl_algo_register), after the built-in ones. */

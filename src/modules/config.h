@@ -89,6 +89,15 @@ typedef struct {
     float pf_tau_decay;     /* partialfed: the temperature of round r is tau * decay^(r-1) */
     int pf_fm, pf_fs;       /* partialfed: f_m model batches, then f_s strategy batches, in turn */
     float pf_lr;            /* partialfed: learning rate of the strategy's logits */
+    /* traditional methods: SCAFFOLD, FedDyn, FedLC, FedNTD */
+    float server_lr;         /* scaffold: eta_g, the server's step along the mean model update */
+    const char *server_mean; /* scaffold, feddyn: the mean of the uploads, uniform | samples (NULL: uniform) */
+    float dyn_alpha;         /* feddyn: alpha, the dynamic regularizer's coefficient */
+    const char *dyn_penalty; /* feddyn: alpha/2 ||w - w_global|| (norm, PFLlib) or its square (squared, the paper) */
+    float lc_tau;            /* fedlc: tau of the calibration tau * n_y^(-1/4) */
+    const char *lc_counts;   /* fedlc: n_y over every client's training labels (global) or the client's (local) */
+    float ntd_beta;          /* fedntd: beta, the weight of the not-true distillation */
+    float ntd_tau;           /* fedntd: tau, its softmax temperature */
 } pfl_algo_params;
 
 /* Modules any algorithm can switch on (DESIGN.md §2): FedALA's adaptive local

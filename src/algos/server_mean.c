@@ -1,0 +1,49 @@
+/* The shared-layer spans and the upload mean of SCAFFOLD and FedDyn (server_mean.h). */
+#include "algos/server_mean.h"
+
+#include <cblas.h>
+#include <string.h>
+
+#include "util/err.h"
+
+bool pfl_server_mean_by_samples(const pfl_config *cfg) {
+    return cfg->algo.server_mean && !strcmp(cfg->algo.server_mean, "samples");
+}
+
+int pfl_server_mean_check(const pfl_config *cfg) {
+    const char *m = cfg->algo.server_mean;
+    if (m && strcmp(m, "uniform") && strcmp(m, "samples"))
+        return pfl_err("--server-mean '%s': expected uniform or samples", m);
+    return 0;
+}
+
+void pfl_shared_param_spans(const pfl_fl *fl, pfl_spans *out) {
+    const pfl_model *m = fl->model;
+    memset(out, 0, sizeof *out);
+    for (int l = 0; l < pfl_model_rows(m); l++) {
+        if (!fl->shared[l] || m->layers[l].length == 0) continue;
+        const size_t off = m->layers[l].offset, len = m->layers[l].length;
+        const int last = out->count - 1;
+        if (last >= 0 && out->offset[last] + out->length[last] == off) out->length[last] += len;
+        else out->offset[out->count] = off, out->length[out->count++] = len;
+        out->floats += len;
+    }
+    out->whole = out->floats == m->num_params;
+}
+
+void pfl_server_mean(pfl_fl *fl, const int *clients, int n, float *const *uploads, bool by_samples) {
+    if (by_samples) {
+        pfl_default_aggregate(fl, clients, n, uploads);
+        return;
+    }
+    if (n <= 0) return;
+    pfl_spans spans;
+    pfl_shared_param_spans(fl, &spans);
+    const float weight = (float)(1.0 / n);
+    for (int s = 0; s < spans.count; s++) {
+        float *g = fl->global + spans.offset[s];
+        memset(g, 0, spans.length[s] * sizeof(float));
+        for (int k = 0; k < n; k++) cblas_saxpy((int)spans.length[s], weight, uploads[k] + spans.offset[s], 1, g, 1);
+    }
+    pfl_aggregate_state(fl, clients, n, uploads);
+}
