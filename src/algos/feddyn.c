@@ -73,6 +73,11 @@ static void feddyn_destroy(pfl_fl *fl) {
     fl->algo_state = NULL;
 }
 
+const float *pfl_feddyn_state(const pfl_fl *fl, int client) {
+    const feddyn_state *s = fl->algo_state;
+    return client < 0 ? s->h : pfl_store_read(s->grad, client);
+}
+
 void pfl_feddyn_client_update(float *grad, const float *w, const float *global, size_t off, size_t len, float alpha) {
     for (size_t j = off; j < off + len; j++) grad[j] = grad[j] - alpha * (w[j] - global[j]);
 }

@@ -10,13 +10,16 @@
  * (PFLlib's KLDivLoss(reduction="batchmean")); tau^2 is PFLlib's factor,
  * which the authors' criterion.py leaves out: at the default tau 1 the two
  * agree, and otherwise --ntd-beta b/tau^2 gives theirs. A loss term on the
- * logits, with the global model as its reference; --ntd-beta 0 declares none
- * (FedAvg bit for bit). Server: FedAvg's. */
+ * logits, with the global model as its reference; --ntd-beta 0 declares none.
+ *
+ * The server averages the uploads uniformly, as PFLlib's serverntd.py does
+ * (its add_parameters divides by the number of clients joined); the
+ * authors' server weighs them by training samples, FedAvg's mean
+ * (--server-mean samples, with which --ntd-beta 0 is FedAvg bit for bit). */
 #include <math.h>
-#include <stdlib.h>
 
 #include "algos/algos.h"
-#include "util/err.h"
+#include "algos/server_mean.h"
 
 double pfl_fedntd_loss(const float *z, const float *t, const uint8_t *labels, int B, int C, float tau, float *dz) {
     const double T = tau;
@@ -46,6 +49,12 @@ static double ntd_value(void *ctx, const pfl_term_batch *b, float *dz, int *corr
     return pfl_fedntd_loss(b->z, b->refs[0], b->labels, b->B, (int)b->n, *tau, dz);
 }
 
+static int fedntd_check(const pfl_config *cfg) { return pfl_server_mean_check(cfg); }
+
+static void fedntd_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
+    pfl_server_mean(fl, clients, n, uploads, pfl_server_mean_by_samples(&fl->cfg));
+}
+
 static void fedntd_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const pfl_algo_params *a = &fl->cfg.algo;
     pfl_step step = pfl_step_default(fl);
@@ -62,12 +71,15 @@ static void fedntd_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pf
 }
 
 /* The authors' config/fedntd.json (Lee-Gihun/FedNTD): "params": {"tau": 1, "beta": 1}; PFLlib's main.py
- * -bt default 0.0 is documented for other methods and would make FedNTD FedAvg. */
+ * -bt default 0.0 is documented for other methods and would make FedNTD FedAvg. The mean is PFLlib's. */
 static const pfl_param fedntd_params[] = {
     {PFL_ALGO_PARAM(FLOAT, "ntd-beta", ntd_beta), .def = 1.0, .max = 1e6, .metavar = "F",
      .help = "beta, the weight of the not-true distillation loss (0: FedAvg)"},
     {PFL_ALGO_PARAM(FLOAT, "ntd-tau", ntd_tau), .def = 1.0, .min = 0.01, .max = 100, .metavar = "F",
      .help = "tau, the softmax temperature of the not-true logits of both models"},
+    {PFL_ALGO_PARAM(STRING, "server-mean", server_mean), .def_text = "uniform", .metavar = "uniform|samples",
+     .help = "the mean of the client models: uniform (PFLlib) or weighted by training samples (the authors', "
+             "FedAvg's)"},
 };
 
 const pfl_algo pfl_algo_fedntd = {
@@ -76,5 +88,7 @@ const pfl_algo pfl_algo_fedntd = {
                    "not-true classes (--ntd-beta, --ntd-tau)",
     PFL_PARAMS(fedntd_params),
     .has_global = true,
+    .check = fedntd_check,
     .local_train = fedntd_train,
+    .aggregate = fedntd_aggregate,
 };

@@ -77,6 +77,11 @@ static void scaffold_destroy(pfl_fl *fl) {
     fl->algo_state = NULL;
 }
 
+const float *pfl_scaffold_control(const pfl_fl *fl, int client) {
+    const scaffold_state *s = fl->algo_state;
+    return client < 0 ? s->c : pfl_store_read(s->ci, client);
+}
+
 /* 1 / (K eta_l) for client `client` this round; 0 when it trains no batch. */
 static float inverse_steps_lr(const pfl_fl *fl, int client) {
     const pfl_step step = pfl_step_default(fl);

@@ -1,4 +1,4 @@
-/* The shared-layer spans and the upload mean of SCAFFOLD and FedDyn (server_mean.h). */
+/* The shared-layer spans and the upload mean of SCAFFOLD, FedDyn and FedNTD (server_mean.h). */
 #include "algos/server_mean.h"
 
 #include <cblas.h>
@@ -31,6 +31,22 @@ void pfl_shared_param_spans(const pfl_fl *fl, pfl_spans *out) {
     out->whole = out->floats == m->num_params;
 }
 
+/* Element j of the span at `off`: the uniform mean over the uploads that
+ * sent it (FLAYER's mask), or with flayer_mask_literal their sum over all
+ * n; an element nobody sent keeps its value (pfl_default_aggregate's rules
+ * with weights 1). */
+static void uniform_span_masked(pfl_fl *fl, int n, float *const *uploads, size_t off, size_t len) {
+    const bool literal = fl->cfg.modules.flayer_mask_literal;
+    for (size_t j = off; j < off + len; j++) {
+        double sum = 0.0;
+        int senders = 0;
+        for (int k = 0; k < n; k++)
+            if (fl->sent[k][j]) sum += uploads[k][j], senders++;
+        if (literal) fl->global[j] = (float)(sum / n);
+        else if (senders > 0) fl->global[j] = (float)(sum / senders);
+    }
+}
+
 void pfl_server_mean(pfl_fl *fl, const int *clients, int n, float *const *uploads, bool by_samples) {
     if (by_samples) {
         pfl_default_aggregate(fl, clients, n, uploads);
@@ -41,6 +57,10 @@ void pfl_server_mean(pfl_fl *fl, const int *clients, int n, float *const *upload
     pfl_shared_param_spans(fl, &spans);
     const float weight = (float)(1.0 / n);
     for (int s = 0; s < spans.count; s++) {
+        if (fl->sent) {
+            uniform_span_masked(fl, n, uploads, spans.offset[s], spans.length[s]);
+            continue;
+        }
         float *g = fl->global + spans.offset[s];
         memset(g, 0, spans.length[s] * sizeof(float));
         for (int k = 0; k < n; k++) cblas_saxpy((int)spans.length[s], weight, uploads[k] + spans.offset[s], 1, g, 1);

@@ -1,7 +1,8 @@
-/* What SCAFFOLD's and FedDyn's servers share: the spans of the model they
- * keep state over (the shared layers' parameters) and the mean of the
- * round's uploads their updates start from, uniform (their papers and
- * PFLlib) or weighted by training samples (FedAvg's). */
+/* What the servers of SCAFFOLD, FedDyn and FedNTD share: the mean of the
+ * round's uploads, uniform (SCAFFOLD's and FedDyn's papers, and PFLlib's
+ * code for all three) or weighted by training samples (FedAvg's, and
+ * FedNTD's authors' code), and the spans of the model SCAFFOLD and FedDyn
+ * keep state over (the shared layers' parameters). */
 #ifndef PFL_ALGOS_SERVER_MEAN_H
 #define PFL_ALGOS_SERVER_MEAN_H
 
@@ -20,8 +21,10 @@ void pfl_shared_param_spans(const pfl_fl *fl, pfl_spans *out);
 
 /* The mean of the n uploads into fl->global over the shared layers: with
  * `by_samples` FedAvg's (pfl_default_aggregate, so the same bits), else
- * each upload weighted 1/n, added in slot order; the running statistics
- * FedAvg's weighted mean either way (pfl_aggregate_state). */
+ * each upload weighted 1/n, added in slot order (under FLAYER's mask 1 over
+ * the uploads that sent an element, as pfl_default_aggregate's masked mean
+ * with equal weights); the running statistics FedAvg's weighted mean either
+ * way (pfl_aggregate_state). */
 void pfl_server_mean(pfl_fl *fl, const int *clients, int n, float *const *uploads, bool by_samples);
 
 #endif
