@@ -50,7 +50,8 @@ run() {
 
 # every registered method (pfl run --help lists them; a method added later is added here)
 algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
-    fedavg-c fedprox-c perfedavg fedphp lgfedavg fedbabu apfl fedrod fedcp gpfl fedfomo apple partialfed)
+    fedavg-c fedprox-c perfedavg fedphp lgfedavg fedbabu apfl fedrod fedcp gpfl fedfomo apple partialfed
+    scaffold feddyn fedlc fedntd)
 for algo in "${algos[@]}"; do
     for mod in none --ala --flayer-agg --flayer-lr --flayer-mask; do
         mods=()

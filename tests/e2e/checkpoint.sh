@@ -35,6 +35,8 @@ cases=(
     "fedfomo --fomo-m 3"
     "apple --join 1"
     "partialfed --pf-fm 2 --pf-fs 1"
+    # traditional methods: SCAFFOLD's c and c_i, FedDyn's h and grad_k (server state, the clients' stores)
+    "scaffold" "feddyn" "feddyn --dyn-penalty squared --drop-rate 0.3" "fedlc --lc-counts local" "fedntd --ala"
 )
 # under the sanitizers (several times slower) a sample: client state, ALA,
 # FLAYER's modules, clustering and server-side fusion

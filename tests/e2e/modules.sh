@@ -57,13 +57,18 @@ refused() {
         # issue 16: GPFL and FedCP route features through a valve or a policy, ALA learns on
         # the backbone's output head(h); APFL trains with its own steps
         "gpfl --ala" | "fedcp --ala" | "apfl --flayer-lr") printf '%s\n' "$2" ;;
+        # SCAFFOLD's server derives c_i+ - c_i from how far a client trained from x at one rate; its and
+        # FedDyn's server state read every parameter of an upload
+        "scaffold --ala" | "scaffold --flayer-agg" | "scaffold --flayer-lr" | "scaffold --flayer-mask" | \
+            "feddyn --flayer-mask") printf '%s\n' "$2" ;;
     esac
 }
 
 algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
     fedavg-c fedprox-c perfedavg fedphp
     fedfomo apple partialfed
-    fedcp gpfl fedrod fedbabu lgfedavg apfl)
+    fedcp gpfl fedrod fedbabu lgfedavg apfl
+    scaffold feddyn fedlc fedntd)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)

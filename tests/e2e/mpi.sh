@@ -78,6 +78,10 @@ case_flags() {
         drop_fedavg) echo --algo fedavg --join 0.6 --drop-rate 0.3 ;;
         drop_fedalp) echo --algo fedalp --groups 2 --warmup 1 --drop-rate 0.3 ;;
         drop_cfl) echo --algo cfl --cfl-warmup 0 --cfl-eps1 1e9 --cfl-eps2 0 --drop-rate 0.3 ;;
+        # traditional methods: SCAFFOLD's c_i and FedDyn's grad_k on their owners, c and h replicated
+        drop_scaffold) echo --algo scaffold --join 0.6 --drop-rate 0.3 ;;
+        feddyn_ala) echo --algo feddyn --ala --join 0.6 ;;
+        fedntd_mask) echo --algo fedntd --flayer-mask --join 0.6 ;;
         drop_fedper) echo --algo fedper --join 0.6 --drop-rate 0.3 ;;
         # extra parameter blocks travel as shared layers do, whole under FLAYER's mask
         fedcp_mask) echo --algo fedcp --join 0.6 --flayer-mask ;;
@@ -109,6 +113,7 @@ else
         fedprox_ala fedavg_literal fedper_mask ditto_agg fedamp_ala pfedcfr_after_train ditto_file drop_fedavg drop_fedalp
         drop_cfl drop_fedper lgfedavg fedbabu apfl fedrod fedcp fedcp_mask gpfl gpfl_mask
         fedavg-c fedprox-c perfedavg fedphp perfedavg_hf_ala fedphp_agg fedfomo apple_silo partialfed
+        scaffold drop_scaffold feddyn feddyn_ala fedlc fedntd_mask
         "${text[@]}" bn_shared bn_local)
     twice=(fedavg fedala fedalp pfedcfr flayer drop_cfl)
 fi
