@@ -22,7 +22,9 @@
  *    (local); --lc-tau 0 is FedAvg bit for bit.
  *  - FedNTD: the not-true distillation loss and gradient by hand (tau 1 and
  *    2) and against finite differences; --ntd-beta 0 under --server-mean
- *    samples is FedAvg bit for bit, under PFLlib's uniform mean not. */
+ *    samples is FedAvg bit for bit, under PFLlib's uniform mean not; that
+ *    uniform mean under FLAYER's mask (1 over the uploads that sent an
+ *    element, or the literal sum over all) by hand. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -303,7 +305,8 @@ static void check_feddyn_step(const char *penalty) {
     fedavg_step(fl, 0, start, yf);
     method_step(fl, 0, start, yd);
     const size_t off = count_off(yf, yd, want, P, 2e-6);
-    CHECK(off == 0, "%s: y_fedavg - y_feddyn != lr (penalty gradient - grad_0) in %zu of %zu elements", penalty, off, P);
+    CHECK(off == 0, "%s: y_fedavg - y_feddyn != lr (penalty gradient - grad_0) in %zu of %zu elements", penalty, off,
+          P);
     free(g0), free(start), free(yf), free(yd), free(want);
     tiny_fed_free(&f);
 }
@@ -363,7 +366,8 @@ static void test_fedlc_step(void) {
     final_global(&pfl_algo_fedavg, cfg, avg);
     cfg.algo.lc_tau = 0.0f;
     final_global(&pfl_algo_fedlc, cfg, lc);
-    CHECK(tiny_same(avg, lc, 0, P), "fedlc --lc-tau 0 differs from FedAvg in %zu elements", tiny_count_diff(avg, lc, 0, P));
+    CHECK(tiny_same(avg, lc, 0, P), "fedlc --lc-tau 0 differs from FedAvg in %zu elements",
+          tiny_count_diff(avg, lc, 0, P));
     free(avg), free(lc);
 }
 
@@ -429,6 +433,40 @@ static void test_fedntd_gradient(void) {
     free(avg), free(ntd);
 }
 
+/* FedNTD's uniform mean under FLAYER's mask: 1 over the uploads that sent an element; an element nobody sent
+ * keeps its value; the literal Eq. 9 reading sums the sent elements over all n. */
+static void test_uniform_masked_mean(void) {
+    for (int literal = 0; literal <= 1; literal++) {
+        tiny_fed f;
+        pfl_config cfg = config(1);
+        cfg.modules.flayer_mask = true, cfg.modules.flayer_mask_literal = literal;
+        tiny_fed_init(&f, &pfl_algo_fedntd, cfg, n_train, n_test);
+        pfl_fl *fl = &f.fl;
+        const size_t P = f.m.num_params;
+        float *x = tiny_floats(P), *y0 = tiny_floats(P), *y1 = tiny_floats(P);
+        patterns(x, y0, y1, P);
+        memcpy(fl->global, x, P * sizeof(float));
+        /* j % 3 == 0: both send, 1: client 0, 2: client 1; none when j % 5 == 4 */
+        for (size_t j = 0; j < P; j++)
+            fl->sent[0][j] = j % 3 != 2 && j % 5 != 4, fl->sent[1][j] = j % 3 != 1 && j % 5 != 4;
+        const int clients[2] = {0, 1};
+        float *uploads[2] = {y0, y1};
+        fl->round = 1;
+        fl->algo->aggregate(fl, clients, 2, uploads);
+        size_t bad = 0;
+        for (size_t j = 0; j < P; j++) {
+            const double sum =
+                j % 5 == 4 ? 0.0 : (j % 3 != 2 ? (double)y0[j] : 0.0) + (j % 3 != 1 ? (double)y1[j] : 0.0);
+            const double want = literal ? sum / 2.0 : j % 5 == 4 ? x[j] : j % 3 == 0 ? sum / 2.0 : sum;
+            bad += !check_close(fl->global[j], want, 1e-6);
+        }
+        CHECK(bad == 0, "uniform masked mean (literal %d): %zu of %zu elements differ from the hand computation",
+              literal, bad, P);
+        free(x), free(y0), free(y1);
+        tiny_fed_free(&f);
+    }
+}
+
 int main(void) {
     test_scaffold_by_hand();
     test_scaffold_round_one_is_fedavg();
@@ -442,5 +480,6 @@ int main(void) {
     test_fedlc_step();
     test_fedntd_by_hand();
     test_fedntd_gradient();
+    test_uniform_masked_mean();
     TEST_MAIN_END();
 }
