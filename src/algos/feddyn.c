@@ -178,7 +178,7 @@ static int feddyn_load(pfl_fl *fl, pfl_ckpt_reader *r) {
  * default 1.0 is documented for APFL and FedCross. The penalty is PFLlib's, the mean uniform. */
 static const pfl_param feddyn_params[] = {
     {PFL_ALGO_PARAM(FLOAT, "dyn-alpha", dyn_alpha), .def = 0.01, .max = 1e6, .metavar = "F",
-     .help = "alpha, the coefficient of the dynamic regularizer (0: FedAvg)"},
+     .help = "alpha, the coefficient of the dynamic regularizer (0, with --server-mean samples: FedAvg)"},
     {PFL_ALGO_PARAM(STRING, "dyn-penalty", dyn_penalty), .def_text = "norm", .metavar = "norm|squared",
      .help = "the pull toward the global model: alpha/2 ||w - w_global|| (PFLlib) or its square (the paper)"},
     {PFL_ALGO_PARAM(STRING, "server-mean", server_mean), .def_text = "uniform", .metavar = "uniform|samples",

@@ -74,7 +74,7 @@ static void fedntd_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pf
  * -bt default 0.0 is documented for other methods and would make FedNTD FedAvg. The mean is PFLlib's. */
 static const pfl_param fedntd_params[] = {
     {PFL_ALGO_PARAM(FLOAT, "ntd-beta", ntd_beta), .def = 1.0, .max = 1e6, .metavar = "F",
-     .help = "beta, the weight of the not-true distillation loss (0: FedAvg)"},
+     .help = "beta, the weight of the not-true distillation loss (0, with --server-mean samples: FedAvg)"},
     {PFL_ALGO_PARAM(FLOAT, "ntd-tau", ntd_tau), .def = 1.0, .min = 0.01, .max = 100, .metavar = "F",
      .help = "tau, the softmax temperature of the not-true logits of both models"},
     {PFL_ALGO_PARAM(STRING, "server-mean", server_mean), .def_text = "uniform", .metavar = "uniform|samples",
@@ -85,7 +85,7 @@ static const pfl_param fedntd_params[] = {
 const pfl_algo pfl_algo_fedntd = {
     .name = "fedntd",
     .description = "FedNTD: cross-entropy plus beta x the KL between the global and local softmax over the "
-                   "not-true classes (--ntd-beta, --ntd-tau)",
+                   "not-true classes (--ntd-beta, --ntd-tau, --server-mean)",
     PFL_PARAMS(fedntd_params),
     .has_global = true,
     .check = fedntd_check,
