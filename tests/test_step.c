@@ -178,7 +178,10 @@ static bool every_other(void *ctx, pfl_owned_batch *b) {
         return false;
     }
     log->owned++;
-    pfl_exec_gather(b->x, b->idx, b->B);
+    for (int at = 0; at < b->B; at += pfl_exec_max_batch(b->x)) { /* in parts the executor holds */
+        const int n = b->B - at < pfl_exec_max_batch(b->x) ? b->B - at : pfl_exec_max_batch(b->x);
+        pfl_exec_gather(b->x, b->idx + at, n);
+    }
     pfl_step_count(b, 2.0f, b->B, b->B);
     return true;
 }

@@ -192,11 +192,13 @@ const pfl_algo pfl_algo_feddyn = {
                    "state h corrects the mean (--dyn-alpha, --dyn-penalty, --server-mean)",
     PFL_PARAMS(feddyn_params),
     .has_global = true,
+    .whole_uploads = true, /* MPI: the server state and the uniform mean read every upload */
     .check = feddyn_check,
     .create = feddyn_create,
     .destroy = feddyn_destroy,
     .local_train = feddyn_train,
     .aggregate = feddyn_aggregate,
+    .message_bytes = pfl_server_mean_message_bytes,
     .save = feddyn_save,
     .load = feddyn_load,
 };

@@ -33,7 +33,7 @@
 typedef struct {
     pfl_store *models;   /* per client (all of them, the server's): its latest upload, what the server sends */
     bool *has_model;     /* per client: it has uploaded once */
-    pfl_store *baseline; /* per client its process owns (row: pfl_transport_local_index): theta_old */
+    pfl_store *baseline; /* per client: theta_old */
     pfl_store *affinity; /* per client (the server's): 2 x clients floats, its row of P less the identity P
                           * starts from (PFLlib: torch.diag(torch.ones(num_clients))), then the w_n of its last
                           * initialization, added to P once it uploads (PFLlib adds them when the server
@@ -64,19 +64,16 @@ static int val_count(const pfl_fl *fl, int client) {
     return (int)floorf(fl->cfg.algo.fomo_val * (float)fl->part->clients[client].n_train);
 }
 
-static int baseline_row(const pfl_fl *fl, int client) { return pfl_transport_local_index(fl->cfg.transport, client); }
-
 static const float *model_of(const fomo_state *s, int client) { return pfl_store_read(s->models, client); }
 
 static int fomo_create(pfl_fl *fl) {
     const int N = fl->cfg.clients;
     const size_t V = vector_len(fl);
-    const int owned = pfl_transport_owned_count(fl->cfg.transport, N);
     fomo_state *s = pfl_calloc(1, sizeof *s);
     if (!(fl->algo_state = s)) return -1;
     float *zeros = pfl_calloc(2 * (size_t)N, sizeof(float));
     const bool made = zeros && (s->models = pfl_fl_store(fl, "fedfomo-models", N, V, fl->global)) &&
-                      (s->baseline = pfl_fl_store(fl, "fedfomo-old", owned, V, fl->global)) &&
+                      (s->baseline = pfl_fl_store(fl, "fedfomo-old", N, V, fl->global)) &&
                       (s->affinity = pfl_fl_store(fl, "fedfomo-affinity", N, 2 * (size_t)N, zeros)) &&
                       (s->has_model = pfl_calloc((size_t)N, sizeof(bool))) &&
                       (s->order = pfl_malloc(sizeof(int) * (size_t)N * (size_t)fl->num_workers)) &&
@@ -163,7 +160,7 @@ double pfl_fedfomo_weights(pfl_fl *fl, pfl_worker *w, int client, const int *cho
     const size_t P = fl->model->num_params;
     const int n_val = val_count(fl, client);
     const int *val = cd->train + (cd->n_train - n_val);
-    const float *old = pfl_store_read(s->baseline, baseline_row(fl, client));
+    const float *old = pfl_store_read(s->baseline, client);
     const double base = val_loss(fl, w, val, n_val, old);
     double positive = 0.0;
     for (int k = 0; k < m; k++) {
@@ -198,7 +195,7 @@ static void fomo_receive(pfl_fl *fl, int client, const float *state, float *rece
     double *weights = s->weights + (size_t)N * (size_t)w->id;
     const int m = pfl_fedfomo_downloads(fl, client, chosen);
     const double positive = pfl_fedfomo_weights(fl, w, client, chosen, m, weights);
-    pfl_store_release(s->baseline, baseline_row(fl, client));
+    pfl_store_release(s->baseline, client);
     float *pending = pfl_store_write(s->affinity, client);
     if (!pending) return; /* the store's error fails the round */
     pending += N;
@@ -218,10 +215,10 @@ static void fomo_receive(pfl_fl *fl, int client, const float *state, float *rece
 static void fomo_init(pfl_fl *fl, int client, float *model) {
     const fomo_state *s = fl->algo_state;
     pfl_default_local_init(fl, client, model);
-    float *old = pfl_store_write(s->baseline, baseline_row(fl, client));
+    float *old = pfl_store_write(s->baseline, client);
     if (!old) return; /* the store's error fails the round */
     memcpy(old, model, sizeof(float) * vector_len(fl));
-    pfl_store_release(s->baseline, baseline_row(fl, client));
+    pfl_store_release(s->baseline, client);
 }
 
 /* Local SGD on the training split without its held-out part. */

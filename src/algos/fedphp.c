@@ -95,7 +95,14 @@ static void fedphp_finish(pfl_fl *fl, int client, const float *model, float *sta
     const float mu = pfl_fedphp_mu(fl, s->participations[client]);
     const size_t V = pfl_model_vector_len(fl->model);
     for (size_t i = 0; i < V; i++) state[i] = mu * state[i] + (1.0f - mu) * model[i];
-    s->participations[client]++;
+}
+
+/* The server counts who trained (their uploads arrived), so every process
+ * holds every count (MPI: the clients' homes are elsewhere). */
+static void fedphp_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
+    fedphp_state *s = fl->algo_state;
+    pfl_default_aggregate(fl, clients, n, uploads);
+    for (int k = 0; k < n; k++) s->participations[clients[k]]++;
 }
 
 static int fedphp_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
@@ -135,6 +142,7 @@ const pfl_algo pfl_algo_fedphp = {
     .local_init = fedphp_init,
     .local_train = fedphp_train,
     .finish = fedphp_finish,
+    .aggregate = fedphp_aggregate,
     .save = fedphp_save,
     .load = fedphp_load,
 };

@@ -26,11 +26,9 @@
 #include "util/err.h"
 
 typedef struct {
-    pfl_store *logits; /* per client its process owns (row: pfl_transport_local_index): layers x 2 floats,
-                        * (load global, keep own); in a store (src/fl/store.h), which the run frees */
+    pfl_store *logits; /* per client: layers x 2 floats, (load global, keep own); in a store (src/fl/store.h),
+                        * which the run frees */
 } partialfed_state;
-
-static int logits_row(const pfl_fl *fl, int client) { return pfl_transport_local_index(fl->cfg.transport, client); }
 
 static int partialfed_check(const pfl_config *cfg) {
     if (cfg->algo.pf_fm + cfg->algo.pf_fs < 1)
@@ -44,8 +42,7 @@ static int partialfed_create(pfl_fl *fl) {
     /* zero logits: both choices equally likely; the first initialization loads the global model */
     const size_t len = (size_t)fl->model->num_layers * 2;
     float *zeros = pfl_calloc(len, sizeof(float));
-    s->logits = zeros ? pfl_fl_store(fl, "partialfed-logits", pfl_transport_owned_count(fl->cfg.transport, fl->cfg.clients),
-                                     len, zeros)
+    s->logits = zeros ? pfl_fl_store(fl, "partialfed-logits", fl->cfg.clients, len, zeros)
                       : NULL;
     free(zeros);
     return s->logits ? 0 : -1;
@@ -58,7 +55,7 @@ static void partialfed_destroy(pfl_fl *fl) {
 
 const float *pfl_partialfed_logits(const pfl_fl *fl, int client) {
     const partialfed_state *s = fl->algo_state;
-    return pfl_store_read(s->logits, logits_row(fl, client));
+    return pfl_store_read(s->logits, client);
 }
 
 float pfl_partialfed_tau(const pfl_fl *fl) {
@@ -160,7 +157,7 @@ static bool partialfed_strategy_batch(void *ctx, pfl_owned_batch *b) {
 
 static void partialfed_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const partialfed_state *s = fl->algo_state;
-    partialfed_batch p = {pfl_store_write(s->logits, logits_row(fl, client)), pfl_partialfed_tau(fl),
+    partialfed_batch p = {pfl_store_write(s->logits, client), pfl_partialfed_tau(fl),
                           pfl_rng_stream(fl->cfg.seed, fl->round, client, PFL_RNG_ALGO)};
     if (!p.logits) return; /* the store's error fails the round */
     pfl_step step = pfl_step_default(fl);

@@ -156,7 +156,7 @@ static void scaffold_aggregate(pfl_fl *fl, const int *clients, int n, float *con
  * the shared layers' parameters. */
 static void scaffold_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
     const scaffold_state *s = fl->algo_state;
-    pfl_default_message_bytes(fl, client, sent, down, up);
+    pfl_server_mean_message_bytes(fl, client, sent, down, up);
     *down += 4 * (uint64_t)s->spans.floats;
     *up += 4 * (uint64_t)s->spans.floats;
 }
@@ -191,6 +191,7 @@ const pfl_algo pfl_algo_scaffold = {
                    "(Option II; --server-lr, --server-mean)",
     PFL_PARAMS(scaffold_params),
     .has_global = true,
+    .whole_uploads = true, /* MPI: the server state and the uniform mean read every upload */
     .check = scaffold_check,
     .create = scaffold_create,
     .destroy = scaffold_destroy,

@@ -48,11 +48,10 @@ static void uniform_span_masked(pfl_fl *fl, int n, float *const *uploads, size_t
 }
 
 void pfl_server_mean(pfl_fl *fl, const int *clients, int n, float *const *uploads, bool by_samples) {
-    if (by_samples) {
-        pfl_default_aggregate(fl, clients, n, uploads);
-        return;
-    }
-    if (n <= 0) return;
+    /* FedAvg's mean: all of it with `samples`, else the running statistics,
+     * its parameters then replaced by the uniform mean */
+    pfl_default_aggregate(fl, clients, n, uploads);
+    if (by_samples || n <= 0) return;
     pfl_spans spans;
     pfl_shared_param_spans(fl, &spans);
     const float weight = (float)(1.0 / n);
@@ -65,5 +64,24 @@ void pfl_server_mean(pfl_fl *fl, const int *clients, int n, float *const *upload
         memset(g, 0, spans.length[s] * sizeof(float));
         for (int k = 0; k < n; k++) cblas_saxpy((int)spans.length[s], weight, uploads[k] + spans.offset[s], 1, g, 1);
     }
-    pfl_aggregate_state(fl, clients, n, uploads);
+}
+
+/* The shared layers' parameters and running statistics a client sends, or
+ * under FLAYER's mask those it sent and a bitmap of which: what
+ * pfl_default_message_bytes counts for a method that does not gather. */
+static uint64_t upload_bytes(const pfl_fl *fl, const uint8_t *sent) {
+    const pfl_model *m = fl->model;
+    uint64_t params = 0, state = 0, sent_params = 0;
+    for (int l = 0; l < pfl_model_rows(m); l++) {
+        if (!fl->shared[l]) continue;
+        params += m->layers[l].length;
+        if (pfl_state_shared(fl, l)) state += m->layers[l].state_length;
+        for (size_t j = 0; sent && j < m->layers[l].length; j++) sent_params += sent[m->layers[l].offset + j] != 0;
+    }
+    return sent ? 4 * (sent_params + state) + (params + 7) / 8 : 4 * (params + state);
+}
+
+void pfl_server_mean_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
+    pfl_default_message_bytes(fl, client, sent, down, up);
+    *up = upload_bytes(fl, sent);
 }

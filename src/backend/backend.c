@@ -1,6 +1,7 @@
 /* The executor's dispatch: each pfl_exec_* function calls its backend's. */
 #include "backend/backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,12 +65,23 @@ void pfl_exec_write(pfl_exec *x, pfl_xbuf *b, size_t off, const float *src, size
 void pfl_exec_read(pfl_exec *x, const pfl_xbuf *b, size_t off, float *dst, size_t n) { x->be->read(x, b, off, dst, n); }
 void pfl_exec_zero(pfl_exec *x, pfl_xbuf *b, size_t off, size_t n) { x->be->zero(x, b, off, n); }
 
+/* A batch larger than the executor was made for is a bug of its caller
+ * (a method's owned batches must gather in parts of at most max_batch):
+ * stop at once rather than write past the buffers. */
+static void check_batch(const pfl_exec *x, int B) {
+    if (B >= 0 && B <= x->max_batch) return;
+    fprintf(stderr, "pfl: internal error: a batch of %d samples for an executor of at most %d\n", B, x->max_batch);
+    abort();
+}
+
 void pfl_exec_gather(pfl_exec *x, const int *idx, int B) {
+    check_batch(x, B);
     x->batch = B;
     x->be->gather(x, idx, B);
 }
 
 void pfl_exec_load(pfl_exec *x, const float *inputs, const uint8_t *labels, int B) {
+    check_batch(x, B);
     x->batch = B;
     x->be->load(x, inputs, labels, B);
 }

@@ -140,7 +140,7 @@ void pfl_exec_write(pfl_exec *x, pfl_xbuf *b, size_t off, const float *src, size
 void pfl_exec_read(pfl_exec *x, const pfl_xbuf *b, size_t off, float *dst, size_t n);
 void pfl_exec_zero(pfl_exec *x, pfl_xbuf *b, size_t off, size_t n);
 
-/* ---- the batch ---- */
+/* ---- the batch: at most max_batch samples (more is a bug of the caller, which stops the program) ---- */
 void pfl_exec_gather(pfl_exec *x, const int *idx, int B);
 void pfl_exec_load(pfl_exec *x, const float *inputs, const uint8_t *labels, int B);
 const uint8_t *pfl_exec_labels(pfl_exec *x);

@@ -22,18 +22,32 @@ static const char run_usage[] =
     "A paper's table cell: pfl run --config configs/FILE.yaml --algo NAME [--cell LABEL] [--budget] [flags]\n"
     "(the file's setting, assumed values, the cell's flags, then these flags; configs/README.md).";
 
-/* MPI: checkpoints are not written or read under mpirun (a client's model,
- * ALA weights and accuracy live only on the rank that owns it, and rank 0
- * alone writes). Every rank sees the same flags, so all of them stop here
- * together; rank 0 says why. Returns true (and has ended MPI) when refused. */
-static bool refuse_checkpoints_under_mpi(pfl_transport *t, const char *command, bool asked) {
-    if (!asked || !pfl_transport_distributed(t)) return false;
+/* MPI: --seeds with checkpoints is not run under mpirun (pfl resume of
+ * such a run would have each rank decide alone which seeds are done).
+ * Every rank sees the same flags, so all of them stop here together; rank 0
+ * says why. Returns true (and has ended MPI) when refused. */
+static bool refuse_seed_checkpoints_under_mpi(pfl_transport *t, const pfl_run_options *o) {
+    if (!o->seeds || o->checkpoint_every <= 0 || !pfl_transport_distributed(t)) return false;
     if (t->rank == 0)
-        fprintf(stderr, "%s: checkpoints (--checkpoint-every, pfl resume) do not work under mpirun yet: run in one "
-                        "process\n", command);
+        fprintf(stderr, "pfl run: --seeds with --checkpoint-every does not run under mpirun: run each seed as a run "
+                        "of its own (--seed N --out DIR/seed-N)\n");
     pfl_transport_finish(t);
     return true;
 }
+
+/* A failed run: its message (with the rank under MPI), and every rank
+ * stops, none waiting for this one. Returns the exit status, 1. */
+static int report_failure(pfl_transport *t, const char *command) {
+    if (pfl_transport_distributed(t)) fprintf(stderr, "%s: rank %d: %s\n", command, t->rank, pfl_errmsg());
+    else fprintf(stderr, "%s: %s\n", command, pfl_errmsg());
+    pfl_transport_abort(t, 1);
+    pfl_transport_finish(t);
+    return 1;
+}
+
+/* A run that a SIGTERM or SIGINT stopped, its checkpoint written, exits as
+ * the signal would have it (128 + its number): finished it is not. */
+static int exit_status(void) { return pfl_fl_stopped_by() ? 128 + pfl_fl_stopped_by() : 0; }
 
 /* ---- --help ---- */
 
@@ -204,22 +218,18 @@ static int run_parsed(pfl_run_options *op, const char *preset_line) {
     pfl_run_options o = *op;
     int rc;
     /* MPI: under mpirun every process runs this; rank 0 alone reports */
+    /* with checkpoints, a scheduler's SIGTERM (or Ctrl-C) ends the round and writes its checkpoint (caught
+     * from the start: under mpirun a rank may be signalled while the others start) */
+    if (o.checkpoint_every > 0) pfl_fl_catch_signals();
     pfl_transport transport;
     o.cfg.transport = &transport;
     rc = pfl_transport_init(&transport);
-    if (rc == 0 && refuse_checkpoints_under_mpi(&transport, "pfl run", o.checkpoint_every > 0)) return 2;
+    if (rc == 0 && refuse_seed_checkpoints_under_mpi(&transport, &o)) return 2;
     if (rc == 0 && transport.rank != 0) o.quiet = true, o.out = NULL;
     if (rc == 0 && preset_line && !o.quiet) fprintf(stderr, "%s\n", preset_line);
-    if (rc || pfl_run(&o, NULL)) {
-        if (pfl_transport_distributed(&transport))
-            fprintf(stderr, "pfl run: rank %d: %s\n", transport.rank, pfl_errmsg());
-        else fprintf(stderr, "pfl run: %s\n", pfl_errmsg());
-        pfl_transport_abort(&transport, 1); /* every rank stops, none waits for this one */
-        pfl_transport_finish(&transport);
-        return 1;
-    }
+    if (rc || pfl_run(&o, NULL)) return report_failure(&transport, "pfl run");
     pfl_transport_finish(&transport);
-    return 0;
+    return exit_status();
 }
 
 /* ---- pfl resume ---- */
@@ -229,6 +239,7 @@ static const char resume_usage[] =
     "Goes on with the run whose --out was DIR from DIR/checkpoint (written by --checkpoint-every):\n"
     "rebuilds data, clients, model and method from the flags stored there, loads the state and\n"
     "trains the remaining rounds; metrics.jsonl and summary.json end as the uninterrupted run's.\n"
+    "Under mpirun, with any number of processes (each reads the state of the clients it keeps).\n"
     "These flags change nothing in the results, only how the run goes:";
 
 int cmd_resume(int argc, char **argv) {
@@ -251,21 +262,20 @@ int cmd_resume(int argc, char **argv) {
         return 2;
     }
     const int parsed = args_parse(specs, n, argc - 1, argv + 1, resume_usage);
-    int rc;
     if (parsed == 1) return 0;
     if (parsed < 0) {
         fprintf(stderr, "pfl resume: %s\n", pfl_errmsg());
         return 2;
     }
-    pfl_transport transport; /* MPI: only to refuse running under mpirun */
+    pfl_fl_catch_signals(); /* the run writes checkpoints: a SIGTERM ends the round with one */
+    pfl_transport transport; /* MPI: under mpirun every process goes on with its part; rank 0 alone reports */
     if (pfl_transport_init(&transport)) {
         fprintf(stderr, "pfl resume: %s\n", pfl_errmsg());
         return 1;
     }
-    if (refuse_checkpoints_under_mpi(&transport, "pfl resume", true)) return 2;
-    const pfl_resume_options r = {.threads = threads, .data_dir = data_dir, .quiet = quiet, .stop_after = stop_after};
-    rc = pfl_run_resume(argv[0], &r);
-    if (rc) fprintf(stderr, "pfl resume: %s\n", pfl_errmsg());
+    const pfl_resume_options r = {.threads = threads, .data_dir = data_dir, .quiet = quiet, .stop_after = stop_after,
+                                  .transport = &transport};
+    if (pfl_run_resume(argv[0], &r)) return report_failure(&transport, "pfl resume");
     pfl_transport_finish(&transport);
-    return rc ? 1 : 0;
+    return exit_status();
 }

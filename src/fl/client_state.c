@@ -14,7 +14,12 @@
 #include "modules/modules.h"
 #include "util/err.h"
 
-static int row_of(const pfl_fl *fl, int client) { return pfl_transport_local_index(fl->cfg.transport, client); }
+/* A client's row in a per-client store is its number; under MPI only its
+ * home writes it (rows nobody wrote cost nothing). */
+static int row_of(const pfl_fl *fl, int client) {
+    (void)fl;
+    return client;
+}
 
 pfl_worker *pfl_fl_worker_here(pfl_fl *fl) {
     const int t = omp_get_thread_num();
@@ -123,8 +128,7 @@ static int create_client_state(pfl_fl *fl, int rows) {
 }
 
 int pfl_fl_create_stores(pfl_fl *fl, bool stateful) {
-    /* MPI: a process keeps the rows of the clients it owns */
-    const int rows = pfl_transport_owned_count(fl->cfg.transport, fl->cfg.clients);
+    const int rows = fl->cfg.clients;
     if (fl->cfg.eval_moment == PFL_EVAL_AFTER_TRAIN &&
         !(fl->trained = pfl_store_create(fl->cfg.client_state_dir, "trained", rows, pfl_model_vector_len(fl->model),
                                          fl->global)))
@@ -144,6 +148,10 @@ void pfl_fl_free_stores(pfl_fl *fl) {
 }
 
 pfl_store *pfl_fl_store(pfl_fl *fl, const char *name, int rows, size_t row_len, const float *initial) {
+    if (rows != fl->cfg.clients)
+        return pfl_err("%s: store %s has %d rows; a per-client store has one per client (%d)", fl->algo->name, name,
+                       rows, fl->cfg.clients),
+               NULL;
     if (fl->num_algo_stores == PFL_FL_MAX_STORES)
         return pfl_err("%s: more than %d per-client stores", fl->algo->name, PFL_FL_MAX_STORES), NULL;
     pfl_store *s = pfl_store_create(fl->cfg.client_state_dir, name, rows, row_len, initial);

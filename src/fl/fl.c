@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -98,9 +99,9 @@ int pfl_clients_per_round(const pfl_config *cfg) {
     return n < 1 ? 1 : (n > cfg->clients ? cfg->clients : n);
 }
 
-/* MPI: whether this process trains, keeps and evaluates `client` (always
+/* MPI: whether this process keeps and evaluates `client` (always
  * in-process). */
-static bool owns(const pfl_fl *fl, int client) { return pfl_transport_owns(fl->cfg.transport, client); }
+static bool owns(const pfl_fl *fl, int client) { return pfl_fl_at_home(fl, client); }
 
 static bool is_stateful(const pfl_fl *fl) {
     return fl->algo->stateful || fl->cfg.modules.ala || fl->cfg.modules.flayer_agg ||
@@ -204,7 +205,9 @@ int pfl_fl_create(pfl_fl *fl, const pfl_config *cfg, const pfl_model *model, con
     if (create_client_state(fl)) goto fail;
     if (algo->create && algo->create(fl)) goto fail;
     pfl_bn_mark_local(fl); /* FedBN: after the algorithm marked its own layers */
-    if (check_modules(fl) || pfl_fl_create_stores(fl, is_stateful(fl))) goto fail;
+    if (check_modules(fl) || pfl_fl_create_stores(fl, is_stateful(fl)) || pfl_fl_deal_homes(fl)) goto fail;
+    /* nothing of a client outlives its round: any rank can train it */
+    fl->clients_move = !fl->client_state && !fl->trained && fl->num_algo_stores == 0 && !algo->save;
     return 0;
 fail:
     pfl_fl_destroy(fl);
@@ -219,6 +222,9 @@ void pfl_fl_destroy(pfl_fl *fl) {
     free(fl->global);
     free(fl->own_model);
     free(fl->client_acc);
+    free(fl->home_first);
+    free(fl->slot_first);
+    pfl_fl_free_shards(fl);
     memset(fl, 0, sizeof *fl);
 }
 
@@ -328,7 +334,7 @@ long pfl_count_correct_personal(pfl_worker *w, const pfl_fl *fl, const float *pa
  * holds it now, after the broadcast (the method's personal_model). */
 static const float *personal_model_now(pfl_fl *fl, int client, float *scratch) {
     if (pfl_client_has_trained(fl, client))
-        return pfl_store_read(fl->trained, pfl_transport_local_index(fl->cfg.transport, client));
+        return pfl_store_read(fl->trained, client);
     return (fl->algo->personal_model ? fl->algo->personal_model : pfl_default_personal_model)(fl, client, scratch);
 }
 
@@ -359,7 +365,7 @@ int pfl_fl_personal_digest(pfl_fl *fl, uint8_t digest[32]) {
         pfl_fl_release_client(fl, c);
         memcpy(sums + (size_t)c * words, one, 32);
     }
-    int rc = pfl_transport_sum_longs(fl->cfg.transport, sums, (size_t)N * words);
+    int rc = pfl_transport_sum_longs(fl->cfg.transport, sums, (size_t)N * words); /* not a round's payload */
     if (rc == 0) {
         pfl_sha256 s;
         pfl_sha256_init(&s);
@@ -399,8 +405,11 @@ int pfl_fl_evaluate(pfl_fl *fl, pfl_round_metrics *m) {
     }
     /* MPI: every process gets every client's counts (integers: exact) */
     pfl_transport *t = fl->cfg.transport;
-    if (pfl_transport_wait_all(t) || pfl_transport_sum_longs(t, local_correct, (size_t)N) ||
-        pfl_transport_sum_longs(t, global_correct, (size_t)N)) {
+    if (t) t->tally = PFL_TALLY_EVAL;
+    const int rc = pfl_transport_wait_all(t) || pfl_transport_sum_longs(t, local_correct, (size_t)N) ||
+                   pfl_transport_sum_longs(t, global_correct, (size_t)N);
+    if (t) t->tally = PFL_TALLY_OTHER;
+    if (rc) {
         free(local_correct);
         free(global_correct);
         return -1;
@@ -433,25 +442,61 @@ int pfl_fl_evaluate(pfl_fl *fl, pfl_round_metrics *m) {
     return 0;
 }
 
+/* ---- stopping on a signal ---- */
+
+static volatile sig_atomic_t caught_signal; /* the signal this process received, or 0 */
+static bool catching;
+static int stopped_by;
+
+static void on_stop_signal(int sig) { caught_signal = sig; }
+
+void pfl_fl_catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND; /* a second signal kills as usual */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    catching = true;
+}
+
+int pfl_fl_stopped_by(void) { return stopped_by; }
+
+/* After a round: whether any rank got a stop signal (a collective when
+ * signals are caught, which every rank's flags say alike). */
+static int vote_stop(pfl_fl *fl) {
+    if (!catching) return 0;
+    return pfl_transport_max_int(fl->cfg.transport, (int)caught_signal, &fl->stop_signal);
+}
+
 /* ---- the round loop ---- */
 
-/* Clients of the round, biggest first, so parallel workers finish together;
- * the order of work does not affect results. */
-static void order_by_work(const pfl_partition *part, const int *selected, int n, int *order) {
-    memcpy(order, selected, sizeof(int) * (size_t)n);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && part->clients[order[j - 1]].n_train < part->clients[order[j]].n_train; j--) {
+/* This rank's slots of the round, biggest client first, so parallel
+ * workers finish together; the order of work does not affect results.
+ * Returns how many. */
+static int order_by_work(const pfl_fl *fl, const int *selected, int *order) {
+    int first, end;
+    pfl_fl_my_slots(fl, &first, &end);
+    const pfl_partition *part = fl->part;
+    for (int k = first; k < end; k++) order[k - first] = k;
+    for (int i = 1; i < end - first; i++)
+        for (int j = i; j > 0 && part->clients[selected[order[j - 1]]].n_train < part->clients[selected[order[j]]].n_train;
+             j--) {
             int t = order[j];
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
+    return end - first;
 }
 
 /* One selected client's round: init, train, remember its accuracy, upload
- * (masked when the module is on), keep its state. */
-static void run_client(pfl_fl *fl, pfl_worker *w, int client, int slot, float *upload, pfl_train_stats *stats) {
+ * (masked when the module is on), keep its state; and what the server
+ * learns of it besides the upload. */
+static void run_client(pfl_fl *fl, pfl_worker *w, int client, int slot, float *upload, pfl_slot_record *record) {
     const pfl_algo *algo = fl->algo;
     const size_t V = pfl_model_vector_len(fl->model);
+    pfl_train_stats *stats = &record->stats;
     (algo->local_init ? algo->local_init : pfl_default_local_init)(fl, client, w->model);
     if (fl->sent) memcpy(w->start, w->model, V * sizeof(float));
     (algo->local_train ? algo->local_train : pfl_default_local_train)(fl, client, w, w->model, stats);
@@ -460,18 +505,17 @@ static void run_client(pfl_fl *fl, pfl_worker *w, int client, int slot, float *u
     (algo->upload ? algo->upload : pfl_default_upload)(fl, client, w->model, upload);
     if (fl->sent) pfl_flayer_mask(fl->sent[slot], fl->model, w->model, w->start, w->aux);
     pfl_fl_keep_trained(fl, client, w); /* the client's state; --eval-moment after-train: the trained model */
+    (algo->message_bytes ? algo->message_bytes : pfl_default_message_bytes)(fl, client, fl->sent ? fl->sent[slot] : NULL,
+                                                                            &record->down, &record->up);
 }
 
-static void train_clients(pfl_fl *fl, const int *selected, int n, const int *order, float *const *uploads,
-                          pfl_train_stats *stats) {
+static void train_clients(pfl_fl *fl, const int *selected, const int *order, int mine, float *const *uploads,
+                          pfl_slot_record *records) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(fl->num_workers)
-    for (int k = 0; k < n; k++) {
+    for (int i = 0; i < mine; i++) {
         pfl_worker *w = &fl->workers[omp_get_thread_num()];
-        const int client = order[k];
-        if (!owns(fl, client)) continue; /* MPI: its owner trains it */
-        int slot = 0;
-        while (selected[slot] != client) slot++;
-        run_client(fl, w, client, slot, uploads[slot], &stats[slot]);
+        const int slot = order[i];
+        run_client(fl, w, selected[slot], slot, uploads[slot], &records[slot]);
     }
 }
 
@@ -498,102 +542,118 @@ static int broadcast(pfl_fl *fl) {
     return pfl_fl_store_failed(fl);
 }
 
-/* MPI: packs n flags into bits (and back), so an upload mask costs P/8 bytes. */
-static void pack_flags(uint8_t *bits, const uint8_t *flags, size_t n) {
-    memset(bits, 0, (n + 7) / 8);
-    for (size_t j = 0; j < n; j++)
-        if (flags[j]) bits[j / 8] |= (uint8_t)(1u << (j % 8));
+/* The round's training figures from every slot's record, in slot order
+ * (under MPI on rank 0, which received them all; the other ranks report
+ * nothing): the metrics' loss, samples and message bytes, and each client's
+ * last-epoch accuracy for the checkpoint. */
+static void round_figures(pfl_fl *fl, const int *selected, int n, const pfl_slot_record *all, pfl_round_metrics *m) {
+    const pfl_transport *t = fl->cfg.transport;
+    double loss_sum = 0.0;
+    m->train_samples = 0, m->bytes_down = m->bytes_up = 0;
+    if (!pfl_transport_distributed(t) || t->rank == 0)
+        for (int k = 0; k < n; k++) {
+            const pfl_train_stats *st = &all[k].stats;
+            loss_sum += st->loss_sum, m->train_samples += st->samples;
+            m->bytes_down += all[k].down, m->bytes_up += all[k].up;
+            if (st->last_epoch_samples > 0)
+                fl->local_acc[selected[k]] = (float)st->last_epoch_correct / (float)st->last_epoch_samples;
+        }
+    m->train_loss = m->train_samples ? loss_sum / (double)m->train_samples : NAN;
 }
 
-static void unpack_flags(uint8_t *flags, const uint8_t *bits, size_t n) {
-    for (size_t j = 0; j < n; j++) flags[j] = (bits[j / 8] >> (j % 8)) & 1u;
+/* The round's buffers: the uploads this rank holds (a whole model vector
+ * each) and what the exchange needs. */
+typedef struct {
+    int *selected, *dropped, *order;
+    pfl_slot_record *records, *all;
+    float **uploads;      /* per slot: its upload, NULL where it is not on this rank */
+    float *storage;       /* room for `room` uploads */
+    size_t room;
+} round_buffers;
+
+static void round_buffers_free(round_buffers *b) {
+    free(b->selected), free(b->dropped), free(b->order), free(b->records), free(b->all);
+    free(b->uploads), free(b->storage);
 }
 
-/* MPI: the span [off, off + len) of upload slot k from its owner `root`, and
- * the slot's mask over it (as bits, in `bits`) when the mask is on and the
- * span is of trained parameters (the mask covers those only). */
-static int share_span(pfl_fl *fl, int k, int root, float *upload, size_t off, size_t len, uint8_t *bits) {
-    pfl_transport *t = fl->cfg.transport;
-    if (pfl_transport_share(t, upload + off, len * sizeof(float), root)) return -1;
-    if (!fl->sent || off >= fl->model->num_params) return 0;
-    if (t->rank == root) pack_flags(bits, fl->sent[k] + off, len);
-    if (pfl_transport_share(t, bits, (len + 7) / 8, root)) return -1;
-    if (t->rank != root) unpack_flags(fl->sent[k] + off, bits, len);
+static int round_buffers_init(round_buffers *b, const pfl_fl *fl) {
+    const size_t N = (size_t)fl->cfg.clients;
+    memset(b, 0, sizeof *b);
+    /* every round selects the same number of clients */
+    const size_t slots = (size_t)pfl_clients_per_round(&fl->cfg);
+    if (!(b->selected = pfl_malloc(sizeof(int) * N)) || !(b->dropped = pfl_malloc(sizeof(int) * N)) ||
+        !(b->order = pfl_malloc(sizeof(int) * N)) || !(b->records = pfl_malloc(sizeof *b->records * slots)) ||
+        !(b->all = pfl_malloc(sizeof *b->all * slots)) || !(b->uploads = pfl_calloc(slots, sizeof(float *)))) {
+        round_buffers_free(b);
+        return -1;
+    }
     return 0;
 }
 
-/* MPI: the spans of an upload that `aggregate` reads, so the ones that
- * travel: all of it for an algorithm that compares or fuses whole models
- * (whole_uploads); else the shared layers' parameters, each run of them one
- * contiguous span, then their BatchNorm running statistics where those are
- * shared (pfl_state_shared: not under --bn local or stats-local). Fills
- * off/len (room for 2 x layers spans) and returns how many. */
-static int upload_spans(const pfl_fl *fl, size_t *off, size_t *len) {
-    const pfl_model *m = fl->model;
-    if (fl->algo->whole_uploads) {
-        off[0] = 0, len[0] = m->num_params; /* apart, so the mask goes with it */
-        off[1] = m->num_params, len[1] = m->num_state;
-        return m->num_state > 0 ? 2 : 1;
+/* The uploads of the round's n slots that this rank holds: every one in
+ * one process and for a gather (all travel to every rank), its own slots
+ * in a reduction (so memory does not grow with the round's clients). */
+static int place_uploads(pfl_fl *fl, round_buffers *b, int n) {
+    const size_t V = pfl_model_vector_len(fl->model);
+    int first = 0, end = n;
+    if (pfl_transport_distributed(fl->cfg.transport) && !fl->algo->whole_uploads) pfl_fl_my_slots(fl, &first, &end);
+    if ((size_t)(end - first) > b->room) {
+        float *more = pfl_malloc(sizeof(float) * V * (size_t)(end - first));
+        if (!more) return -1;
+        free(b->storage);
+        b->storage = more, b->room = (size_t)(end - first);
     }
-    int n = 0;
-    for (int first = 0, end; first < pfl_model_rows(m); first = end) { /* extra blocks too */
-        for (end = first; end < pfl_model_rows(m) && fl->shared[end] == fl->shared[first];) end++;
-        if (!fl->shared[first]) continue;
-        off[n] = m->layers[first].offset, len[n] = m->layers[end - 1].offset + m->layers[end - 1].length - off[n];
-        n++;
-    }
-    for (int l = 0; l < m->num_layers; l++)
-        if (m->layers[l].state_length > 0 && pfl_state_shared(fl, l))
-            off[n] = m->layers[l].state_offset, len[n] = m->layers[l].state_length, n++;
-    return n;
+    for (int k = 0; k < n; k++) b->uploads[k] = k >= first && k < end ? b->storage + V * (size_t)(k - first) : NULL;
+    return 0;
 }
 
-/* MPI: every process gets every upload of the round from the process that
- * trained its client — the spans `aggregate` reads (upload_spans), the
- * upload mask when on, the training stats — so each runs the same
- * aggregation on the same inputs. Slots go in order, each from its owner. */
-static int share_uploads(pfl_fl *fl, const int *selected, int n, float *const *uploads, pfl_train_stats *stats) {
-    pfl_transport *t = fl->cfg.transport;
-    if (!pfl_transport_distributed(t)) return 0;
-    const pfl_model *m = fl->model;
-    uint8_t *bits = NULL;
-    size_t *off = pfl_malloc(sizeof(size_t) * 4 * (size_t)pfl_model_rows(m)), *len = off + 2 * pfl_model_rows(m);
-    if (!off || (fl->sent && !(bits = pfl_malloc(m->num_params / 8 + 1)))) {
-        free(off);
+/* After a round's metrics: the callback, the stop vote, the after-round
+ * hook (which writes the checkpoint, on a stop too). Returns -1 on failure,
+ * 1 to stop, 0 to go on. */
+static int end_round(pfl_fl *fl, pfl_round_metrics *m, pfl_round_callback cb, pfl_after_round after, void *ctx) {
+    if (cb) cb(m, fl, ctx);
+    if (vote_stop(fl)) return -1;
+    int next = after ? after(fl, ctx) : 0;
+    if (next < 0) return -1;
+    /* MPI: rank 0's answer holds for every rank (it alone read back the evaluations before a resume) */
+    if (after && pfl_transport_share(fl->cfg.transport, &next, sizeof next, 0)) return -1;
+    if (fl->stop_signal && fl->round < fl->cfg.rounds) stopped_by = fl->stop_signal;
+    return next > 0 || fl->stop_signal ? 1 : 0;
+}
+
+/* Round r: select, deal, train, exchange, aggregate, broadcast; fills m
+ * with the training figures. 0 or -1. */
+static int train_round(pfl_fl *fl, int r, round_buffers *b, pfl_round_metrics *m) {
+    int n = pfl_select_clients(&fl->cfg, r, b->selected), n_dropped;
+    /* --drop-rate: the dropped clients' work is lost; the round goes on with
+     * the others. Every rank drops the same clients (a pure function of
+     * seed, round and client), so the exchange runs over the arrived ones. */
+    n = pfl_drop_clients(&fl->cfg, r, b->selected, n, b->dropped, &n_dropped);
+    if (pfl_fl_deal_round(fl, b->selected, n) || place_uploads(fl, b, n)) return -1;
+    memset(b->records, 0, sizeof *b->records * (size_t)n);
+    train_clients(fl, b->selected, b->order, order_by_work(fl, b->selected, b->order), b->uploads, b->records);
+    if (pfl_fl_store_failed(fl) || /* a client's state found no room */
+        pfl_round_exchange(fl, n, b->uploads, b->records, b->all))
         return -1;
-    }
-    const int spans = upload_spans(fl, off, len);
-    int rc = pfl_transport_wait_all(t); /* every owner has trained its clients */
-    for (int k = 0; k < n && rc == 0; k++) {
-        const int root = pfl_transport_owner(t, selected[k]);
-        for (int i = 0; i < spans && rc == 0; i++) rc = share_span(fl, k, root, uploads[k], off[i], len[i], bits);
-        if (rc == 0) rc = pfl_transport_share(t, &stats[k], sizeof stats[k], root);
-    }
-    free(bits);
-    free(off);
-    return rc;
+    /* no upload arrived: the global model stays as it is */
+    if (n > 0 && pfl_round_aggregate(fl, b->selected, n, b->uploads)) return -1;
+    if (pfl_fl_store_failed(fl) || broadcast(fl)) return -1;
+    round_figures(fl, b->selected, n, b->all, m);
+    fl->bytes_down += m->bytes_down, fl->bytes_up += m->bytes_up;
+    fl->train_samples += m->train_samples;
+    m->round = r, m->selected = n, m->dropped = n_dropped, m->dropped_clients = b->dropped;
+    fl->rounds_run++;
+    return 0;
 }
 
 int pfl_fl_run(pfl_fl *fl, pfl_round_callback cb, void *ctx) { return pfl_fl_run_with(fl, cb, NULL, ctx); }
 
 int pfl_fl_run_with(pfl_fl *fl, pfl_round_callback cb, pfl_after_round after, void *ctx) {
-    const int N = fl->cfg.clients;
-    const size_t P = pfl_model_vector_len(fl->model); /* an upload is a whole model vector */
-    int *selected = pfl_malloc(sizeof(int) * (size_t)N);
-    int *dropped = pfl_malloc(sizeof(int) * (size_t)N);
-    int *order = pfl_malloc(sizeof(int) * (size_t)N);
-    pfl_train_stats *stats = pfl_malloc(sizeof *stats * (size_t)N);
-    float **uploads = pfl_calloc((size_t)N, sizeof(float *));
-    float *upload_storage = NULL;
-    int rc = -1;
-    if (!selected || !dropped || !order || !stats || !uploads) goto done;
-    /* Every round selects the same number of clients. */
-    int n_per_round = pfl_select_clients(&fl->cfg, 1, selected);
-    if (!(upload_storage = pfl_malloc(sizeof(float) * P * (size_t)n_per_round))) goto done;
-    for (int k = 0; k < n_per_round; k++) uploads[k] = upload_storage + P * (size_t)k;
-
+    round_buffers b;
+    if (round_buffers_init(&b, fl)) return -1;
+    int rc = -1, next = 0;
     pfl_round_metrics m = {0};
-    int next = 0;
+    fl->stop_signal = 0;
     if (!fl->resumed) { /* a fresh run; after pfl_fl_load, rounds 1..fl->round are done */
         fl->round = 0, fl->train_seconds = 0.0, fl->train_samples = 0;
         double t0 = now_seconds();
@@ -601,74 +661,34 @@ int pfl_fl_run_with(pfl_fl *fl, pfl_round_callback cb, pfl_after_round after, vo
         if (fl->cfg.rounds == 0 && (pfl_fl_personal_digest(fl, fl->personal_sha256) || pfl_fl_sum_ala_start(fl)))
             goto done;
         m.round = 0, m.train_loss = NAN, m.eval_seconds = now_seconds() - t0, m.evaluated = true;
-        if (cb) cb(&m, fl, ctx);
-        if ((next = after ? after(fl, ctx) : 0) < 0) goto done;
+        if ((next = end_round(fl, &m, cb, after, ctx)) < 0) goto done;
     }
-
     for (int r = fl->round + 1; r <= fl->cfg.rounds && next == 0; r++) {
         fl->round = r;
-        double start = now_seconds();
-        int n = pfl_select_clients(&fl->cfg, r, selected), n_dropped;
-        /* --drop-rate: the dropped clients' work is lost; the round goes on with the others */
-        n = pfl_drop_clients(&fl->cfg, r, selected, n, dropped, &n_dropped);
-        order_by_work(fl->part, selected, n, order);
-        memset(stats, 0, sizeof *stats * (size_t)n);
-        train_clients(fl, selected, n, order, uploads, stats);
-        if (pfl_fl_store_failed(fl)) goto done; /* a client's state found no room */
-        /* MPI: every rank drops the same clients (a pure function of seed,
-         * round and client), so the exchange runs over the arrived ones */
-        if (share_uploads(fl, selected, n, uploads, stats)) goto done;
-        /* every rank counts the same messages (the masks were shared with the uploads) */
-        uint64_t bytes_down = 0, bytes_up = 0;
-        for (int k = 0; k < n; k++) {
-            uint64_t down = 0, up = 0;
-            (fl->algo->message_bytes ? fl->algo->message_bytes : pfl_default_message_bytes)(
-                fl, selected[k], fl->sent ? fl->sent[k] : NULL, &down, &up);
-            bytes_down += down, bytes_up += up;
-        }
-        fl->bytes_down += bytes_down, fl->bytes_up += bytes_up;
-        /* no upload arrived: the global model stays as it is */
-        if (n > 0) (fl->algo->aggregate ? fl->algo->aggregate : pfl_default_aggregate)(fl, selected, n, uploads);
-        if (pfl_fl_store_failed(fl) || broadcast(fl)) goto done;
-        double loss_sum = 0.0;
-        long samples = 0;
-        for (int k = 0; k < n; k++) loss_sum += stats[k].loss_sum, samples += stats[k].samples;
-        double trained = now_seconds();
-        fl->train_seconds += trained - start;
-        fl->train_samples += samples;
+        const double start = now_seconds();
         memset(&m, 0, sizeof m);
-        m.round = r, m.selected = n, m.seconds = trained - start, m.train_samples = samples;
-        m.train_loss = samples ? loss_sum / (double)samples : NAN;
-        m.dropped = n_dropped, m.dropped_clients = dropped;
-        m.bytes_down = bytes_down, m.bytes_up = bytes_up;
+        if (train_round(fl, r, &b, &m)) goto done;
+        const double trained = now_seconds();
+        fl->train_seconds += trained - start;
+        m.seconds = trained - start;
         if (r % fl->cfg.eval_every != 0 && r != fl->cfg.rounds) {
             /* not evaluated: report the round's training so progress shows */
             m.local_acc = m.local_acc_mean = m.local_acc_std = m.local_acc_joined = m.global_acc = NAN;
-            if (cb) cb(&m, fl, ctx);
-            if ((next = after ? after(fl, ctx) : 0) < 0) goto done;
-            continue;
+        } else {
+            pfl_round_metrics training = m;
+            if (pfl_fl_evaluate(fl, &m)) goto done;
+            if (r == fl->cfg.rounds && (pfl_fl_personal_digest(fl, fl->personal_sha256) || pfl_fl_sum_ala_start(fl)))
+                goto done;
+            /* the evaluation's accuracies with the round's training figures */
+            m.round = r, m.train_loss = training.train_loss, m.train_samples = training.train_samples;
+            m.selected = training.selected, m.bytes_down = training.bytes_down, m.bytes_up = training.bytes_up;
+            m.dropped = training.dropped, m.dropped_clients = training.dropped_clients;
+            m.seconds = training.seconds, m.eval_seconds = now_seconds() - trained, m.evaluated = true;
         }
-        m.evaluated = true;
-        if (pfl_fl_evaluate(fl, &m)) goto done;
-        if (r == fl->cfg.rounds && (pfl_fl_personal_digest(fl, fl->personal_sha256) || pfl_fl_sum_ala_start(fl)))
-            goto done;
-        m.round = r;
-        m.train_loss = samples ? loss_sum / (double)samples : NAN;
-        m.train_samples = samples;
-        m.selected = n;
-        m.bytes_down = bytes_down, m.bytes_up = bytes_up;
-        m.seconds = trained - start;
-        m.eval_seconds = now_seconds() - trained;
-        if (cb) cb(&m, fl, ctx);
-        if ((next = after ? after(fl, ctx) : 0) < 0) goto done;
+        if ((next = end_round(fl, &m, cb, after, ctx)) < 0) goto done;
     }
     rc = 0;
 done:
-    free(selected);
-    free(dropped);
-    free(order);
-    free(stats);
-    free(uploads);
-    free(upload_storage);
+    round_buffers_free(&b);
     return rc;
 }

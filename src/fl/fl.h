@@ -68,6 +68,30 @@ int pfl_fl_save(const pfl_fl *fl, pfl_ckpt_writer *w);
  * message) a checkpoint of another shape. */
 int pfl_fl_load(pfl_fl *fl, pfl_ckpt_reader *r);
 
+/* MPI checkpoints, a collective before rank 0's pfl_fl_save: each client
+ * rank writes the rows its clients hold in the per-client stores to
+ * DIR/checkpoint.ROUND.RANK-of-P (rank 0 passes DIR, the others NULL), and
+ * rank 0 learns the files' checksums and the other figures its pfl_fl_save
+ * writes (which names the files). In-process: nothing. 0, or -1 with a
+ * message on every rank alike. pfl_fl_load reads the files back for the
+ * clients each rank keeps now, with any number of ranks. */
+int pfl_fl_save_shards(pfl_fl *fl, const char *dir);
+/* After DIR/checkpoint was committed: removes the files of earlier
+ * checkpoints it does not name (and those of writes cut short). */
+void pfl_fl_remove_old_shards(const pfl_fl *fl, const char *dir);
+
+/* "reduce" or "gather": how the run's uploads meet under MPI (whole_uploads). */
+const char *pfl_fl_aggregation(const pfl_fl *fl);
+
+/* SIGTERM and SIGINT (what a batch scheduler sends before it kills a job,
+ * and Ctrl-C) no longer kill the process: the round under way finishes,
+ * pfl_fl_run_with sets fl->stop_signal, calls the after-round hook (which
+ * writes the checkpoint) and returns. Under MPI every rank stops after the
+ * same round, whichever got the signal. A second signal kills as usual. */
+void pfl_fl_catch_signals(void);
+/* The signal that stopped a run of this process before its last round (0: none). */
+int pfl_fl_stopped_by(void);
+
 /* SHA-256 of every client's personalized model, the one the evaluation
  * scores now, in client order (the SHA-256 of the concatenated per-client
  * SHA-256 of each model vector's bytes: float32 as the machine stores them,

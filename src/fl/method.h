@@ -68,9 +68,15 @@ struct pfl_algo {
      * from `state` only those, and completes `received` with them where the
      * method sends nothing. */
     void (*personal)(const pfl_fl *fl, bool *params, bool *stats);
-    /* MPI: `aggregate` reads every float of an upload, not only the shared
-     * layers' (clustering and message passing compare whole models), so
-     * uploads travel whole between processes. */
+    /* How a round's uploads meet under MPI (docs/architecture.md,
+     * "Processes"). false: `aggregate` reads the uploads only through
+     * pfl_default_aggregate, called once, on every rank alike (it may then
+     * change the global model and its own state from what it holds, as
+     * pFedMe's mix does): the weighted sum runs from rank to rank, a
+     * reduction, and no rank receives another's upload. true: it reads
+     * every float of each upload (clustering, message passing and
+     * similarity compare or fuse whole models), so every upload travels
+     * whole to every rank, a gather. */
     bool whole_uploads;
     /* Extra parameter blocks (docs/architecture.md): appends to `m`, a copy
      * of the run's model the run then uses (fl->model), the blocks the method
@@ -138,7 +144,11 @@ struct pfl_algo {
     /* Checkpoints: `save` writes every part of algo_state that changes
      * during a run, as named sections ("<algo name>.<part>"); `load` reads
      * them back into the state `create` just made for the same
-     * configuration. NULL: nothing changes (pfl_fl_save has the rest). */
+     * configuration. NULL: nothing changes (pfl_fl_save has the rest).
+     * Under MPI rank 0 writes them: what a client's own hooks (local_init,
+     * local_train, finish, receive) write must be in a per-client store
+     * (pfl_fl_store), which each client's home rank saves for it; plain
+     * arrays in algo_state must be server state, the same on every rank. */
     int (*save)(const pfl_fl *fl, pfl_ckpt_writer *w);
     int (*load)(pfl_fl *fl, pfl_ckpt_reader *r);
 };
@@ -153,10 +163,14 @@ void pfl_default_local_init(pfl_fl *fl, int client, float *model);
 void pfl_default_local_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats);
 void pfl_default_upload(pfl_fl *fl, int client, const float *model, float *upload);
 /* Weighted mean of the uploads by the clients' training sample counts, for
- * the shared layers only (the others keep the previous global values). With
- * upload masks, each element is the weighted mean over the clients that sent
- * it, or keeps its previous global value when none did (or, with
- * flayer_mask_literal, the plain weighted mean with unsent elements as 0). */
+ * the shared layers only (the others keep the previous global values), and
+ * of the running statistics where --bn shares them. With upload masks, each
+ * element is the weighted mean over the clients that sent it, or keeps its
+ * previous global value when none did (or, with flayer_mask_literal, the
+ * plain weighted mean with unsent elements as 0). Under MPI, for a method
+ * that does not gather (whole_uploads false), a collective: each rank passes
+ * only its own uploads (the others NULL) and the sum runs along the ranks,
+ * to the same bits as in one process (stages.c). */
 void pfl_default_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads);
 
 /* What a round's messages with `client` cost when the method says nothing
@@ -173,10 +187,6 @@ void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent
 /* True when the server averages layer l's running statistics: the layer is
  * shared and --bn is `shared`. */
 bool pfl_state_shared(const pfl_fl *fl, int l);
-/* The weighted mean (by training samples, as the parameters) of the
- * uploads' running statistics into the global model, for the layers whose
- * statistics are shared; pfl_default_aggregate calls it. */
-void pfl_aggregate_state(pfl_fl *fl, const int *clients, int n, float *const *uploads);
 /* --bn local: marks every BatchNorm layer not shared (pfl_fl_create calls it). */
 void pfl_bn_mark_local(pfl_fl *fl);
 /* What a client keeps of its own model when it builds one from the global
@@ -217,12 +227,16 @@ float *pfl_client_model(const pfl_fl *fl, int client);
 /* --eval-moment after-train: whether the client has trained yet. */
 bool pfl_client_has_trained(const pfl_fl *fl, int client);
 
-/* A per-client store of the method's own server state (FedAMP's u_i,
- * pFedCFR's fused layers): `rows` rows of `row_len` floats that read as
+/* A per-client store of the method's own state (FedAMP's u_i, pFedCFR's
+ * fused layers, APFL's alpha): `rows` rows, one per client (row c is client
+ * c's; any other count is refused), of `row_len` floats that read as
  * `initial` until written, in memory or in a file under --client-state like
  * the clients' own state; the run frees it, counts it in
- * pfl_fl_state_bytes, and fails the round in which it could not grow. NULL
- * with a message on failure. */
+ * pfl_fl_state_bytes, and fails the round in which it could not grow.
+ * Under MPI a row is written on the client's home when the client's own
+ * hooks write it, on every rank when `aggregate` does; a checkpoint takes
+ * each client's row from its home. `name` names the store in checkpoints
+ * and files. NULL with a message on failure. */
 pfl_store *pfl_fl_store(pfl_fl *fl, const char *name, int rows, size_t row_len, const float *initial);
 /* Bytes the per-client stores hold now (client state, after-train copies,
  * the method's stores). */

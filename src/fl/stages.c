@@ -3,9 +3,11 @@
  * stateful runs build a client's model, are in client_state.c with the
  * broadcast.) */
 #include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fl/loop.h"
+#include "util/err.h"
 
 double pfl_fl_param(const pfl_fl *fl, const char *name) { return pfl_param_store_get(&fl->cfg.extra, name); }
 
@@ -32,78 +34,185 @@ void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent
     else *up = *down;
 }
 
-/* ---- aggregation ---- */
+/* ---- aggregation ----
+ *
+ * The weighted mean of the uploads is a sum over the upload slots in slot
+ * order, element by element. In one process it runs over all of them; under
+ * MPI (a reduction, fl->reducing) each client rank holds a consecutive
+ * block of the slots (deal.c) and the running sum travels from rank to rank
+ * in rank order: a rank receives the sum of the slots before its own,
+ * continues it over its own and passes it on, and the last rank's result
+ * goes to every rank. Each element then sees the very operations, in the
+ * very order, of the one-process sum, so the result is the same bits. */
 
-static void aggregate_span_dense(pfl_fl *fl, const int *clients, int n, float *const *uploads, size_t off,
-                                 size_t len, double total) {
-    float *g = fl->global + off;
-    memset(g, 0, len * sizeof(float));
-    for (int k = 0; k < n; k++) {
-        const float weight = (float)(fl->part->clients[clients[k]].n_train / total);
-        cblas_saxpy((int)len, weight, uploads[k] + off, 1, g, 1);
+/* Where the element-wise sum of a span of the model vector accumulates:
+ * into the global model itself (a plain or FLAYER's literal weighted sum),
+ * or, for FLAYER's mean over the clients that sent each element, a sum and
+ * a weight per element in double (`sum`, `weight`: the span's length). */
+typedef struct {
+    size_t off, len;
+    bool masked;          /* fl->sent applies (trained parameters under the upload mask) */
+    double *sum, *weight; /* the mean over senders only; NULL: into fl->global */
+} agg_span;
+
+/* The spans the aggregation writes: the shared layers' parameters, then
+ * their running statistics where shared (--bn shared). `fl->sent` and
+ * flayer_mask_literal choose how a parameter span sums. Fills spans (room
+ * for 2 x rows) and returns how many. */
+static int aggregation_spans(const pfl_fl *fl, agg_span *spans) {
+    const pfl_model *m = fl->model;
+    int n = 0;
+    for (int l = 0; l < pfl_model_rows(m); l++) /* extra blocks too */
+        if (fl->shared[l])
+            spans[n++] = (agg_span){m->layers[l].offset, m->layers[l].length, fl->sent != NULL, NULL, NULL};
+    for (int l = 0; l < m->num_layers; l++)
+        if (m->layers[l].state_length > 0 && pfl_state_shared(fl, l)) /* the mask covers trained parameters only */
+            spans[n++] = (agg_span){m->layers[l].state_offset, m->layers[l].state_length, false, NULL, NULL};
+    return n;
+}
+
+static bool mean_over_senders(const pfl_fl *fl, const agg_span *s) {
+    return s->masked && !fl->cfg.modules.flayer_mask_literal;
+}
+
+/* Starts a span's sum at zero. */
+static void span_start(pfl_fl *fl, const agg_span *s) {
+    if (s->sum) {
+        memset(s->sum, 0, s->len * sizeof(double));
+        memset(s->weight, 0, s->len * sizeof(double));
+    } else {
+        memset(fl->global + s->off, 0, s->len * sizeof(float));
     }
 }
 
-/* Element-wise weighted mean over the clients that sent each element; an
- * element nobody sent keeps its previous global value. */
-static void aggregate_span_masked(pfl_fl *fl, const int *clients, int n, float *const *uploads, size_t off,
-                                  size_t len) {
-    float *g = fl->global + off;
-    for (size_t j = 0; j < len; j++) {
-        double sum = 0.0, weight = 0.0;
-        for (int k = 0; k < n; k++)
-            if (fl->sent[k][off + j]) {
-                const double wk = fl->part->clients[clients[k]].n_train;
-                sum += wk * uploads[k][off + j], weight += wk;
-            }
-        if (weight > 0.0) g[j] = (float)(sum / weight);
+/* Adds slots [first, end) to a span's sum, each weighted by its client's
+ * training samples (over `total`). */
+static void span_add(pfl_fl *fl, const agg_span *s, const int *clients, float *const *uploads, int first, int end,
+                     double total) {
+    float *g = fl->global + s->off;
+    for (int k = first; k < end; k++) {
+        const float *u = uploads[k] + s->off;
+        const double n_train = fl->part->clients[clients[k]].n_train;
+        if (s->sum) { /* Eq. 9 per element: the weighted mean over the clients that sent it */
+            const uint8_t *sent = fl->sent[k] + s->off;
+            for (size_t j = 0; j < s->len; j++)
+                if (sent[j]) s->sum[j] += n_train * u[j], s->weight[j] += n_train;
+        } else if (s->masked) { /* Eq. 9 read literally: unsent elements count as zero */
+            const uint8_t *sent = fl->sent[k] + s->off;
+            const float weight = (float)(n_train / total);
+            for (size_t j = 0; j < s->len; j++)
+                if (sent[j]) g[j] += weight * u[j];
+        } else {
+            cblas_saxpy((int)s->len, (float)(n_train / total), u, 1, g, 1);
+        }
     }
 }
 
-/* Eq. 9 read literally: the weighted mean of the masked uploads, unsent
- * elements counting as zero. */
-static void aggregate_span_literal(pfl_fl *fl, const int *clients, int n, float *const *uploads, size_t off,
-                                   size_t len, double total) {
-    float *g = fl->global + off;
-    memset(g, 0, len * sizeof(float));
-    for (int k = 0; k < n; k++) {
-        const float weight = (float)(fl->part->clients[clients[k]].n_train / total);
-        for (size_t j = 0; j < len; j++)
-            if (fl->sent[k][off + j]) g[j] += weight * uploads[k][off + j];
+/* The mean over senders from its sums; an element nobody sent keeps its
+ * previous global value. */
+static void span_finish(pfl_fl *fl, const agg_span *s) {
+    if (!s->sum) return;
+    float *g = fl->global + s->off;
+    for (size_t j = 0; j < s->len; j++)
+        if (s->weight[j] > 0.0) g[j] = (float)(s->sum[j] / s->weight[j]);
+}
+
+/* One process: every span over every slot, the mean over senders in pieces
+ * of BLOCK elements (its sums need no more room). */
+#define BLOCK 4096
+static void aggregate_here(pfl_fl *fl, const agg_span *spans, int n_spans, const int *clients, int n,
+                           float *const *uploads, double total) {
+    double sum[BLOCK], weight[BLOCK];
+    for (int i = 0; i < n_spans; i++) {
+        if (!mean_over_senders(fl, &spans[i])) {
+            span_start(fl, &spans[i]);
+            span_add(fl, &spans[i], clients, uploads, 0, n, total);
+            continue;
+        }
+        for (size_t at = 0; at < spans[i].len; at += BLOCK) {
+            const size_t len = spans[i].len - at < BLOCK ? spans[i].len - at : BLOCK;
+            const agg_span piece = {spans[i].off + at, len, true, sum, weight};
+            span_start(fl, &piece);
+            span_add(fl, &piece, clients, uploads, 0, n, total);
+            span_finish(fl, &piece);
+        }
     }
+}
+
+/* The running sum of span i, as it travels between ranks. */
+static void span_sums(const pfl_fl *fl, const agg_span *s, void *parts[2], size_t bytes[2]) {
+    parts[0] = s->sum ? (void *)s->sum : (void *)(fl->global + s->off), parts[1] = s->weight;
+    bytes[0] = s->len * (s->sum ? sizeof(double) : sizeof(float)), bytes[1] = s->sum ? s->len * sizeof(double) : 0;
+}
+
+static int pass_sums(pfl_fl *fl, const agg_span *spans, int n_spans, int peer, bool send) {
+    for (int i = 0; i < n_spans; i++) {
+        void *parts[2];
+        size_t bytes[2];
+        span_sums(fl, &spans[i], parts, bytes);
+        for (int p = 0; p < 2; p++)
+            if (bytes[p] && (send ? pfl_transport_send(fl->cfg.transport, parts[p], bytes[p], peer)
+                                  : pfl_transport_recv(fl->cfg.transport, parts[p], bytes[p], peer)))
+                return -1;
+    }
+    return 0;
+}
+
+/* The nearest rank before (step -1) or after (+1) `rank` that holds slots, or -1. */
+static int rank_with_slots(const int *slot_first, int size, int rank, int step) {
+    for (int r = rank + step; r >= 0 && r < size; r += step)
+        if (slot_first[r + 1] > slot_first[r]) return r;
+    return -1;
+}
+
+/* MPI: the sum along the ranks (see above); the mean over senders keeps
+ * whole-span sums in double for the way. 0 or -1 with a message. */
+static int aggregate_along_ranks(pfl_fl *fl, agg_span *spans, int n_spans, const int *clients, float *const *uploads,
+                                 double total) {
+    pfl_transport *t = fl->cfg.transport;
+    const int *slot_first = fl->reducing, me = t->rank;
+    const int first = slot_first[me], end = slot_first[me + 1];
+    const int before = rank_with_slots(slot_first, t->size, me, -1), after = rank_with_slots(slot_first, t->size, me, +1);
+    const int last = rank_with_slots(slot_first, t->size, t->size, -1);
+    int rc = 0;
+    for (int i = 0; i < n_spans && rc == 0; i++)
+        if (mean_over_senders(fl, &spans[i]) &&
+            (!(spans[i].sum = pfl_malloc(spans[i].len * sizeof(double))) ||
+             !(spans[i].weight = pfl_malloc(spans[i].len * sizeof(double)))))
+            rc = -1;
+    if (rc == 0 && end > first) {
+        if (before < 0)
+            for (int i = 0; i < n_spans; i++) span_start(fl, &spans[i]);
+        else rc = pass_sums(fl, spans, n_spans, before, false);
+        for (int i = 0; i < n_spans && rc == 0; i++) span_add(fl, &spans[i], clients, uploads, first, end, total);
+        if (rc == 0 && after >= 0) rc = pass_sums(fl, spans, n_spans, after, true);
+        for (int i = 0; i < n_spans && rc == 0 && after < 0; i++) span_finish(fl, &spans[i]);
+    }
+    /* the result, from the last rank to all */
+    for (int i = 0; i < n_spans && rc == 0; i++)
+        rc = pfl_transport_share(t, fl->global + spans[i].off, spans[i].len * sizeof(float), last);
+    for (int i = 0; i < n_spans; i++) free(spans[i].sum), free(spans[i].weight);
+    return rc;
 }
 
 void pfl_default_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
     double total = 0.0;
     for (int k = 0; k < n; k++) total += fl->part->clients[clients[k]].n_train;
     if (total <= 0.0) return;
-    const pfl_model *m = fl->model;
-    for (int l = 0; l < pfl_model_rows(m); l++) { /* extra blocks too */
-        if (!fl->shared[l]) continue;
-        const size_t off = m->layers[l].offset, len = m->layers[l].length;
-        if (!fl->sent) aggregate_span_dense(fl, clients, n, uploads, off, len, total);
-        else if (fl->cfg.modules.flayer_mask_literal) aggregate_span_literal(fl, clients, n, uploads, off, len, total);
-        else aggregate_span_masked(fl, clients, n, uploads, off, len);
+    agg_span *spans = pfl_malloc(sizeof *spans * 2 * (size_t)pfl_model_rows(fl->model));
+    if (!spans) {
+        fl->reduce_failed = true;
+        return;
     }
-    pfl_aggregate_state(fl, clients, n, uploads);
+    const int n_spans = aggregation_spans(fl, spans);
+    if (!fl->reducing) aggregate_here(fl, spans, n_spans, clients, n, uploads, total);
+    else if (aggregate_along_ranks(fl, spans, n_spans, clients, uploads, total)) fl->reduce_failed = true;
+    free(spans);
 }
 
 /* ---- BatchNorm state ---- */
 
 bool pfl_state_shared(const pfl_fl *fl, int l) { return fl->shared[l] && fl->cfg.bn == PFL_BN_SHARED; }
-
-void pfl_aggregate_state(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
-    const pfl_model *m = fl->model;
-    if (m->num_state == 0) return;
-    double total = 0.0;
-    for (int k = 0; k < n; k++) total += fl->part->clients[clients[k]].n_train;
-    if (total <= 0.0) return;
-    /* FLAYER's upload mask covers trained parameters only: running
-     * statistics always travel whole */
-    for (int l = 0; l < m->num_layers; l++)
-        if (m->layers[l].state_length > 0 && pfl_state_shared(fl, l))
-            aggregate_span_dense(fl, clients, n, uploads, m->layers[l].state_offset, m->layers[l].state_length, total);
-}
 
 void pfl_bn_mark_local(pfl_fl *fl) {
     if (fl->cfg.bn != PFL_BN_LOCAL) return;

@@ -66,8 +66,8 @@ typedef struct {
     double drop_rate;     /* each selected client drops out with this probability, in [0, 1) */
     pfl_algo_params algo;
     pfl_modules_config modules;
-    /* MPI: the processes sharing the run and which clients this one owns
-     * (fl/transport.h); NULL: in-process, every client here. */
+    /* MPI: the processes sharing the run (fl/transport.h; which clients
+     * each keeps and trains: deal.c); NULL: in-process, every client here. */
     pfl_transport *transport;
     pfl_bn_mode bn;       /* BatchNorm layers shared or kept local (models with BatchNorm) */
     pfl_eval_moment eval_moment;   /* which moment's personalized model is evaluated */
@@ -160,6 +160,18 @@ struct pfl_fl {
     pfl_store *algo_stores[PFL_FL_MAX_STORES]; /* per-client server state of the method (pfl_fl_store) */
     int num_algo_stores;
     bool resumed;         /* pfl_fl_load filled the state: pfl_fl_run_with skips round 0 */
+    /* Who does what (deal.c): rank r keeps and evaluates clients [home_first[r], home_first[r + 1]) (under MPI
+     * rank 0, the server, none; in-process rank 0 all of them) and trains the round's upload slots
+     * [slot_first[r], slot_first[r + 1]). */
+    int *home_first, *slot_first;
+    bool clients_move;    /* no client keeps state between rounds, so each round's clients are dealt to the ranks by
+                           * their work afresh; otherwise each trains at its home */
+    const int *reducing;  /* while `aggregate` runs as a reduction under MPI: slot_first (the uploads of the slots of
+                           * other ranks are NULL here); NULL otherwise */
+    bool reduce_failed;   /* the reduction's exchange failed (pfl_err says how) */
+    int rounds_run;       /* rounds this process trained (from the checkpoint on, when resumed) */
+    int stop_signal;      /* a SIGTERM or SIGINT stopped the run after round `round` (pfl_fl_catch_signals), or 0 */
+    struct pfl_shards *shards; /* MPI checkpoints: what the ranks wrote beside rank 0's file (checkpoint.c) */
     double train_seconds; /* wall time of rounds so far, without evaluation */
     long train_samples;   /* samples trained on so far (counting epochs) */
     uint64_t bytes_down, bytes_up; /* message bytes so far, to and from the clients that trained (message_bytes) */

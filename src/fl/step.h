@@ -111,7 +111,8 @@ typedef struct {
 
 /* One batch of a step whose batches are the method's (pfl_step.own): its
  * samples, which the method gathers into the executor as it needs them
- * (pfl_exec_gather: all at once, or in parts); `model` is the vector being
+ * (pfl_exec_gather: all at once, or in parts of at most the executor's
+ * max_batch when the step's batch is larger); `model` is the vector being
  * trained. The method counts what it trained with pfl_step_count. */
 typedef struct {
     pfl_fl *fl;

@@ -13,6 +13,7 @@
 #include "util/err.h"
 
 struct pfl_store {
+    char name[64];         /* what the store holds, for checkpoints and file names */
     int rows;
     size_t row_len;
     float *initial;        /* row_len floats */
@@ -63,12 +64,13 @@ pfl_store *pfl_store_create(const char *dir, const char *name, int rows, size_t 
     pfl_store *s = pfl_calloc(1, sizeof *s);
     if (!s) return NULL;
     s->fd = -1;
+    snprintf(s->name, sizeof s->name, "%s", name);
     s->rows = rows > 0 ? rows : 0, s->row_len = row_len;
     if (!(s->initial = pfl_malloc(sizeof(float) * (row_len ? row_len : 1))) ||
         !(s->touched = pfl_calloc((size_t)(s->rows ? s->rows : 1), sizeof(bool))))
         goto fail;
     if (row_len) memcpy(s->initial, initial, sizeof(float) * row_len);
-    if (dir && s->rows > 0) { /* no rows (the server under MPI): nothing to map */
+    if (dir && s->rows > 0) { /* no rows: nothing to map */
         if (open_file(s, dir, name)) goto fail;
     } else if (!(s->memory_rows = pfl_calloc((size_t)(s->rows ? s->rows : 1), sizeof(float *)))) {
         goto fail;
@@ -128,6 +130,7 @@ void pfl_store_release(pfl_store *s, int row) {
 }
 
 int pfl_store_rows(const pfl_store *s) { return s->rows; }
+const char *pfl_store_name(const pfl_store *s) { return s->name; }
 size_t pfl_store_row_len(const pfl_store *s) { return s->row_len; }
 const char *pfl_store_error(const pfl_store *s) { return s->error; }
 
@@ -144,17 +147,17 @@ static int section_name(char *out, size_t size, const char *name, const char *pa
     return 0;
 }
 
-int pfl_store_save(const pfl_store *s, pfl_ckpt_writer *w, const char *name) {
+int pfl_store_save_range(const pfl_store *s, pfl_ckpt_writer *w, const char *name, int first, int end) {
     char touched_name[PFL_CKPT_MAX_NAME + 1], rows_name[PFL_CKPT_MAX_NAME + 1];
     if (section_name(touched_name, sizeof touched_name, name, "touched") ||
         section_name(rows_name, sizeof rows_name, name, "rows"))
         return -1;
     uint64_t written = 0;
-    for (int r = 0; r < s->rows; r++) written += s->touched[r];
-    if (pfl_ckpt_put_bool(w, touched_name, s->touched, (size_t)s->rows) ||
+    for (int r = first; r < end; r++) written += s->touched[r];
+    if (pfl_ckpt_put_bool(w, touched_name, s->touched + first, (size_t)(end - first)) ||
         pfl_ckpt_put_begin(w, rows_name, written * s->row_len * sizeof(float)))
         return -1;
-    for (int r = 0; r < s->rows; r++) {
+    for (int r = first; r < end; r++) {
         if (!s->touched[r]) continue;
         if (pfl_ckpt_put_more_f32(w, row_storage(s, r), s->row_len)) return -1;
         pfl_store_release((pfl_store *)s, r); /* a whole store may be far larger than memory */
@@ -162,36 +165,49 @@ int pfl_store_save(const pfl_store *s, pfl_ckpt_writer *w, const char *name) {
     return 0;
 }
 
-int pfl_store_load(pfl_store *s, pfl_ckpt_reader *r, const char *name) {
+int pfl_store_save(const pfl_store *s, pfl_ckpt_writer *w, const char *name) {
+    return pfl_store_save_range(s, w, name, 0, s->rows);
+}
+
+int pfl_store_load_range(pfl_store *s, pfl_ckpt_reader *r, const char *name, int first, int end, int want_first,
+                         int want_end) {
     char touched_name[PFL_CKPT_MAX_NAME + 1], rows_name[PFL_CKPT_MAX_NAME + 1];
     if (section_name(touched_name, sizeof touched_name, name, "touched") ||
         section_name(rows_name, sizeof rows_name, name, "rows"))
         return -1;
-    bool *touched = pfl_malloc(sizeof(bool) * (size_t)(s->rows ? s->rows : 1));
+    const int n = end - first;
+    bool *touched = pfl_malloc(sizeof(bool) * (size_t)(n > 0 ? n : 1));
     int rc = -1;
-    if (!touched || pfl_ckpt_get_bool(r, touched_name, touched, (size_t)s->rows)) goto done;
+    if (!touched || pfl_ckpt_get_bool(r, touched_name, touched, (size_t)n)) goto done;
     uint64_t written = 0, bytes = 0;
-    for (int row = 0; row < s->rows; row++) written += touched[row];
+    for (int i = 0; i < n; i++) written += touched[i];
     if (pfl_ckpt_length(r, rows_name, &bytes)) goto done;
     if (bytes != written * s->row_len * sizeof(float)) {
         pfl_err("%s: section '%s' has %llu bytes, expected %llu (a checkpoint of another configuration?)", r->path,
                 rows_name, (unsigned long long)bytes, (unsigned long long)(written * s->row_len * sizeof(float)));
         goto done;
     }
-    uint64_t next = 0;
-    for (int row = 0; row < s->rows; row++) {
-        if (!touched[row]) continue;
-        float *p = pfl_store_write(s, row);
-        if (!p) {
-            pfl_err("%s", s->error);
-            goto done;
+    uint64_t next = 0; /* the rows before this one that the section holds */
+    for (int i = 0; i < n; i++) {
+        if (!touched[i]) continue;
+        const int row = first + i;
+        if (row >= want_first && row < want_end) {
+            float *p = pfl_store_write(s, row);
+            if (!p) {
+                pfl_err("%s", s->error);
+                goto done;
+            }
+            if (pfl_ckpt_get_f32_at(r, rows_name, next * s->row_len, p, s->row_len)) goto done;
+            pfl_store_release(s, row);
         }
-        if (pfl_ckpt_get_f32_at(r, rows_name, next * s->row_len, p, s->row_len)) goto done;
-        pfl_store_release(s, row);
         next++;
     }
     rc = 0;
 done:
     free(touched);
     return rc;
+}
+
+int pfl_store_load(pfl_store *s, pfl_ckpt_reader *r, const char *name) {
+    return pfl_store_load_range(s, r, name, 0, s->rows, 0, s->rows);
 }

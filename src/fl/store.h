@@ -14,8 +14,8 @@
  *    round loop is done with it, so resident memory holds only the rows in
  *    use.
  *
- * Rows are indexed 0..rows-1 (under MPI the round loop maps a client to its
- * row among those its process owns). Different threads may read and write
+ * Rows are indexed 0..rows-1 (the round loop's stores have a row per
+ * client; under MPI a process writes only its own clients'). Different threads may read and write
  * different rows at once; a row is used by one thread at a time. */
 #ifndef PFL_FL_STORE_H
 #define PFL_FL_STORE_H
@@ -51,6 +51,7 @@ bool pfl_store_touched(const pfl_store *s, int row);
 void pfl_store_release(pfl_store *s, int row);
 
 int pfl_store_rows(const pfl_store *s);
+const char *pfl_store_name(const pfl_store *s); /* as created */
 size_t pfl_store_row_len(const pfl_store *s);
 /* Bytes the written rows hold (in memory or in the file), initial row not
  * counted. */
@@ -64,5 +65,11 @@ const char *pfl_store_error(const pfl_store *s);
  * same shape; a row the checkpoint did not write stays unwritten. */
 int pfl_store_save(const pfl_store *s, pfl_ckpt_writer *w, const char *name);
 int pfl_store_load(pfl_store *s, pfl_ckpt_reader *r, const char *name);
+/* The same for rows [first, end) only (under MPI each rank saves its
+ * clients'); loading the sections of rows [first, end) writes those of
+ * them in [want_first, want_end) and leaves every other row as it is. */
+int pfl_store_save_range(const pfl_store *s, pfl_ckpt_writer *w, const char *name, int first, int end);
+int pfl_store_load_range(pfl_store *s, pfl_ckpt_reader *r, const char *name, int first, int end, int want_first,
+                         int want_end);
 
 #endif

@@ -2,6 +2,7 @@
  * -DPFL_MPI. Every MPI call of pfl is in this file. */
 #include "fl/transport.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,25 +26,7 @@ static int launched_size(void) {
 
 bool pfl_transport_distributed(const pfl_transport *t) { return t && t->size > 1; }
 
-int pfl_transport_owner(const pfl_transport *t, int client) {
-    return pfl_transport_distributed(t) ? 1 + client % (t->size - 1) : 0;
-}
-
-bool pfl_transport_owns(const pfl_transport *t, int client) {
-    return !pfl_transport_distributed(t) || pfl_transport_owner(t, client) == t->rank;
-}
-
-int pfl_transport_owned_count(const pfl_transport *t, int clients) {
-    if (!pfl_transport_distributed(t)) return clients;
-    if (t->rank == 0) return 0;
-    /* clients rank - 1, rank - 1 + (size - 1), ... below `clients` */
-    const int first = t->rank - 1, stride = t->size - 1;
-    return first < clients ? (clients - 1 - first) / stride + 1 : 0;
-}
-
-int pfl_transport_local_index(const pfl_transport *t, int client) {
-    return pfl_transport_distributed(t) ? client / (t->size - 1) : client;
-}
+static void count_in(pfl_transport *t, size_t bytes) { t->in[t->tally] += (long)bytes; }
 
 #ifdef PFL_MPI
 
@@ -90,14 +73,55 @@ int pfl_transport_wait_all(pfl_transport *t) {
 /* MPI counts are ints: large buffers go in pieces of at most 1 GiB. */
 #define CHUNK ((size_t)1 << 30)
 
+static size_t piece(size_t bytes, size_t done) { return bytes - done < CHUNK ? bytes - done : CHUNK; }
+
 int pfl_transport_share(pfl_transport *t, void *buf, size_t bytes, int root) {
     if (!pfl_transport_distributed(t) || bytes == 0) return 0;
-    for (size_t done = 0; done < bytes; done += CHUNK) {
-        const size_t n = bytes - done < CHUNK ? bytes - done : CHUNK;
-        if (MPI_Bcast((char *)buf + done, (int)n, MPI_BYTE, root, MPI_COMM_WORLD) != MPI_SUCCESS)
+    for (size_t done = 0; done < bytes; done += CHUNK)
+        if (MPI_Bcast((char *)buf + done, (int)piece(bytes, done), MPI_BYTE, root, MPI_COMM_WORLD) != MPI_SUCCESS)
             return pfl_err("mpi: broadcast of %zu bytes from rank %d failed", bytes, root);
+    if (t->rank != root) count_in(t, bytes);
+    return 0;
+}
+
+int pfl_transport_send(pfl_transport *t, const void *buf, size_t bytes, int to) {
+    if (!pfl_transport_distributed(t)) return 0;
+    for (size_t done = 0; done < bytes; done += CHUNK)
+        if (MPI_Send((const char *)buf + done, (int)piece(bytes, done), MPI_BYTE, to, 0, MPI_COMM_WORLD) !=
+            MPI_SUCCESS)
+            return pfl_err("mpi: sending %zu bytes to rank %d failed", bytes, to);
+    return 0;
+}
+
+int pfl_transport_recv(pfl_transport *t, void *buf, size_t bytes, int from) {
+    if (!pfl_transport_distributed(t)) return 0;
+    for (size_t done = 0; done < bytes; done += CHUNK)
+        if (MPI_Recv((char *)buf + done, (int)piece(bytes, done), MPI_BYTE, from, 0, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return pfl_err("mpi: receiving %zu bytes from rank %d failed", bytes, from);
+    count_in(t, bytes);
+    return 0;
+}
+
+int pfl_transport_gather(pfl_transport *t, const void *mine, void *all, const size_t *bytes) {
+    if (!pfl_transport_distributed(t)) {
+        if (bytes[0] && all != mine) memcpy(all, mine, bytes[0]);
+        return 0;
     }
-    if (t->rank != root) t->shared_in += (long)bytes;
+    int *counts = pfl_malloc(sizeof(int) * 2 * (size_t)t->size), *displs = counts + (counts ? t->size : 0);
+    if (!counts) return -1;
+    size_t at = 0;
+    for (int r = 0; r < t->size; r++) {
+        if (bytes[r] > INT_MAX || at > INT_MAX) {
+            free(counts);
+            return pfl_err("mpi: a gather of %zu bytes is more than one call can move", at + bytes[r]);
+        }
+        counts[r] = (int)bytes[r], displs[r] = (int)at, at += bytes[r];
+    }
+    const int rc = MPI_Gatherv(mine, counts[t->rank], MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
+    free(counts);
+    if (rc != MPI_SUCCESS) return pfl_err("mpi: gathering %zu bytes to rank 0 failed", at);
+    if (t->rank == 0) count_in(t, at - bytes[0]);
     return 0;
 }
 
@@ -109,7 +133,15 @@ int pfl_transport_sum_longs(pfl_transport *t, long *v, size_t n) {
         if (MPI_Allreduce(MPI_IN_PLACE, v + done, (int)k, MPI_LONG, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
             return pfl_err("mpi: sum of %zu values failed", n);
     }
-    t->reduced_in += (long)(n * sizeof(long));
+    count_in(t, n * sizeof(long));
+    return 0;
+}
+
+int pfl_transport_max_int(pfl_transport *t, int mine, int *largest) {
+    *largest = mine;
+    if (!pfl_transport_distributed(t)) return 0;
+    if (MPI_Allreduce(&mine, largest, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return pfl_err("mpi: the stop vote failed");
     return 0;
 }
 
@@ -140,19 +172,53 @@ int pfl_transport_share(pfl_transport *t, void *buf, size_t bytes, int root) {
     return 0;
 }
 
+int pfl_transport_send(pfl_transport *t, const void *buf, size_t bytes, int to) {
+    (void)t, (void)buf, (void)bytes, (void)to;
+    return 0;
+}
+
+int pfl_transport_recv(pfl_transport *t, void *buf, size_t bytes, int from) {
+    (void)t, (void)buf, (void)bytes, (void)from;
+    return 0;
+}
+
+int pfl_transport_gather(pfl_transport *t, const void *mine, void *all, const size_t *bytes) {
+    (void)t;
+    if (bytes[0] && all != mine) memcpy(all, mine, bytes[0]);
+    return 0;
+}
+
 int pfl_transport_sum_longs(pfl_transport *t, long *v, size_t n) {
     (void)t, (void)v, (void)n;
     return 0;
 }
 
+int pfl_transport_max_int(pfl_transport *t, int mine, int *largest) {
+    (void)t;
+    *largest = mine;
+    return 0;
+}
+
 #endif
 
-int pfl_transport_traffic(pfl_transport *t, long in[3]) {
-    in[0] = in[1] = in[2] = 0;
+int pfl_transport_traffic(pfl_transport *t, pfl_traffic *out) {
+    memset(out, 0, sizeof *out);
     if (!pfl_transport_distributed(t)) return 0;
-    long mine[3] = {t->rank == 0 ? t->shared_in : 0, t->rank == 0 ? 0 : t->shared_in, t->reduced_in};
-    if (pfl_transport_sum_longs(t, mine, 3)) return -1;
-    t->reduced_in -= (long)sizeof mine; /* this report is not part of the run */
-    memcpy(in, mine, sizeof mine);
-    return 0;
+    const int P = t->size;
+    long *v = pfl_calloc((size_t)P + 1, sizeof(long));
+    if (!v) return -1;
+    v[t->rank] = t->in[PFL_TALLY_ROUND], v[P] = t->in[PFL_TALLY_EVAL];
+    const pfl_tally was = t->tally;
+    t->tally = PFL_TALLY_OTHER; /* this report is not part of the run */
+    const int rc = pfl_transport_sum_longs(t, v, (size_t)P + 1);
+    t->tally = was;
+    if (rc == 0) {
+        out->to_server = v[0], out->eval = v[P];
+        for (int r = 1; r < P; r++) {
+            out->to_clients += v[r];
+            if (v[r] > out->to_client_max) out->to_client_max = v[r];
+        }
+    }
+    free(v);
+    return rc;
 }

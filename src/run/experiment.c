@@ -3,6 +3,7 @@
  * several seeds. The outputs are output.c's; the seed list and the summary
  * over seeds, seeds.c's. */
 #include <math.h>
+#include <signal.h> /* SIGINT */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,9 +93,15 @@ static int parse_bn(const char *s, pfl_bn_mode *mode) {
 
 /* ---- the run ---- */
 
+/* MPI: rank 0 alone writes the outputs (the others have no o->out). */
+static bool writes_outputs(const pfl_run_options *o) {
+    return !pfl_transport_distributed(o->cfg.transport) || o->cfg.transport->rank == 0;
+}
+
 /* What is checked before anything is loaded or written. */
 static int check_options(pfl_run_options *o) {
-    if (o->checkpoint_every > 0 && !o->out) return pfl_err("--checkpoint-every needs --out DIR (where it writes)");
+    if (o->checkpoint_every > 0 && !o->out && writes_outputs(o))
+        return pfl_err("--checkpoint-every needs --out DIR (where it writes)");
     if (!(o->cfg.drop_rate < 1.0))
         return pfl_err("--drop-rate %g: must be below 1 (some client must be able to upload)", o->cfg.drop_rate);
     if (!pfl_model_known(o->model))
@@ -145,7 +152,7 @@ int pfl_run(pfl_run_options *o, pfl_ckpt_reader *resume) {
     /* Fail on an unwritable --out before spending minutes on data and training
      * (resuming touches the outputs only once the checkpoint has loaded). */
     if (o->out && !resume && !(report.metrics = pfl_run_open_metrics(o->out))) goto done;
-    if (o->checkpoint_every > 0 && !resume && pfl_run_write_start_checkpoint(&report)) goto done;
+    if (o->checkpoint_every > 0 && o->out && !resume && pfl_run_write_start_checkpoint(&report)) goto done;
     say_blas(o);
     if ((report.holdout = public_count(o)) < 0) goto done;
     if (pfl_run_load_partitioned(o->data, o->data_dir, o->partition, o->cfg.clients, o->cfg.seed, o->train_fraction,
@@ -157,7 +164,7 @@ int pfl_run(pfl_run_options *o, pfl_ckpt_reader *resume) {
     if (pfl_fl_create(&fl, &o->cfg, &model, &data, &part, algo)) goto done;
     if (resume) {
         if (pfl_fl_load(&fl, resume) || pfl_run_load_report(resume, &report)) goto done;
-        if (!(report.metrics = pfl_run_reopen_metrics(&report, fl.round))) goto done;
+        if (o->out && !(report.metrics = pfl_run_reopen_metrics(&report, fl.round))) goto done;
         pfl_run_say(o, "[pfl] resuming %s after round %d of %d", resume->path, fl.round, o->cfg.rounds);
     }
     if (pfl_transport_distributed(o->cfg.transport)) /* MPI */
@@ -165,17 +172,25 @@ int pfl_run(pfl_run_options *o, pfl_ckpt_reader *resume) {
                 o->cfg.threads);
     pfl_run_say(o, "[pfl] %s on %s, model %s (%zu parameters), %d clients, join %g, %d rounds, %d threads", algo->name,
             data.name, model.name, fl.model->num_params, o->cfg.clients, o->cfg.join, o->cfg.rounds, o->cfg.threads);
-    /* resumed from the checkpoint of the round --auto-break stopped at: nothing left to train */
-    report.stopped_early = resume && fl.round < o->cfg.rounds && pfl_run_should_stop_early(&report);
+    /* resumed from the checkpoint of the round --auto-break stopped at: nothing left to train (rank 0, which
+     * read the evaluations back from metrics.jsonl, decides for every rank) */
+    int stopped = resume && fl.round < o->cfg.rounds && pfl_run_should_stop_early(&report);
+    if (pfl_transport_share(o->cfg.transport, &stopped, sizeof stopped, 0)) goto done;
+    report.stopped_early = stopped;
     if (!report.stopped_early && pfl_fl_run_with(&fl, pfl_run_on_round, pfl_run_after_round, &report)) goto done;
     if (report.stopped_early) { /* the last evaluation's models are the final ones (a collective under MPI) */
         if (pfl_fl_personal_digest(&fl, fl.personal_sha256)) goto done;
+    } else if (fl.round < o->cfg.rounds && fl.stop_signal) { /* its checkpoint is written */
+        pfl_run_say(o, "[pfl] %s: stopped after round %d with its checkpoint: pfl resume %s goes on",
+                    fl.stop_signal == SIGINT ? "SIGINT" : "SIGTERM", fl.round, o->out ? o->out : "DIR");
+        rc = 0;
+        goto done;
     } else if (fl.round < o->cfg.rounds) { /* --stop-after: no summary, as after a crash */
         pfl_run_say(o, "[pfl] stopped after round %d (--stop-after)", fl.round);
         rc = 0;
         goto done;
     }
-    if (pfl_transport_traffic(o->cfg.transport, report.traffic) || /* MPI: every rank takes part in both */
+    if (pfl_transport_traffic(o->cfg.transport, &report.traffic) || /* MPI: every rank takes part in both */
         pfl_run_measure_memory(&fl, &report))
         goto done;
     if (o->out && pfl_run_write_summary(&fl, &report)) goto done;
@@ -219,10 +234,10 @@ int pfl_run_resume(const char *dir, const pfl_resume_options *r) {
     if (snprintf(path, sizeof path, "%s/checkpoint", dir) >= (int)sizeof path) return pfl_err("%s: path too long", dir);
     pfl_ckpt_reader rd;
     if (pfl_ckpt_open(&rd, path)) return -1;
-    /* a checkpoint.tmp beside a good checkpoint is a write a crash cut short */
+    /* a checkpoint.tmp beside a good checkpoint is a write a crash cut short (MPI: rank 0 tidies) */
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    unlink(tmp);
+    if (!pfl_transport_distributed(r->transport) || r->transport->rank == 0) unlink(tmp);
     char *flags = NULL, **argv = NULL;
     uint64_t len = 0;
     int rc = -1, argc = 0;
@@ -238,10 +253,11 @@ int pfl_run_resume(const char *dir, const pfl_resume_options *r) {
         pfl_err("%s: stored flags: %s", path, why);
         goto done;
     }
-    o.out = dir;
+    o.cfg.transport = r->transport;
+    o.out = writes_outputs(&o) ? dir : NULL; /* MPI: rank 0 writes */
     if (r->threads > 0) o.cfg.threads = r->threads;
     if (r->data_dir) o.data_dir = r->data_dir;
-    o.quiet |= r->quiet;
+    o.quiet |= r->quiet || !o.out;
     o.stop_after = r->stop_after; /* the stop of the interrupted invocation is not this one's */
     o.progress = r->progress, o.progress_ctx = r->progress_ctx;
     if (o.seeds) /* several seeds: this checkpoint holds the whole run's flags, each seed its own */
@@ -285,6 +301,9 @@ static int write_seeds_checkpoint(const pfl_run_options *o) {
 int pfl_run_seeds(pfl_run_options *o, const pfl_resume_options *resume) {
     uint64_t *seeds;
     int n;
+    if (o->checkpoint_every > 0 && pfl_transport_distributed(o->cfg.transport))
+        return pfl_err("--seeds with checkpoints does not run under mpirun: run each seed as a run of its own "
+                       "(--seed N --out DIR/seed-N)");
     if (!o->seeds || pfl_parse_seeds(o->seeds, &seeds, &n)) return o->seeds ? -1 : pfl_err("--seeds: none given");
     int rc = -1;
     if (o->checkpoint_every > 0 && !o->out) {

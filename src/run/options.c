@@ -90,7 +90,8 @@ const pfl_param pfl_run_params[] = {
     {RUN_PARAM(INT, "top-cnt", top_cnt), .alias = "tc", .def = 100, .min = 1, .max = 1e7, .metavar = "K",
      .help = "--auto-break: evaluations without a better accuracy before stopping (PFLlib's -tc)"},
     {RUN_PARAM(INT, "checkpoint-every", checkpoint_every), .max = 1e7, .metavar = "K",
-     .help = "write --out DIR/checkpoint after every K-th round and the last (0: never); pfl resume DIR goes on from it"},
+     .help = "write --out DIR/checkpoint after every K-th round and the last (0: never); pfl resume DIR goes on from it; "
+             "a SIGTERM or SIGINT then ends the round under way with its checkpoint (exit 128 + the signal)"},
     {RUN_PARAM(DOUBLE, "drop-rate", cfg.drop_rate), .max = 1, .metavar = "F",
      .help = "each selected client drops out with probability F, in [0, 1); the server aggregates what arrived"},
     {RUN_PARAM(INT, "stop-after", stop_after), .max = 1e7, .metavar = "R",

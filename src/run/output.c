@@ -229,18 +229,20 @@ void pfl_run_on_round(const pfl_round_metrics *m, const pfl_fl *fl, void *ctx) {
 
 /* ---- summary.json ---- */
 
-/* MPI: the processes, and the payload bytes that moved per round: to the
- * server (rank 0: every upload) and to the client ranks (every upload they
- * did not make themselves: the server step is replicated), and over the
- * whole run in the evaluation's sums of correct counts. */
-static void write_transport_fields(FILE *f, const pfl_run_options *o, const run_report *r) {
+/* How the uploads meet under MPI (a reduction, or a gather for methods
+ * that read each upload), the processes, and the payload bytes that moved
+ * per round this process ran: to the server (rank 0), to the client ranks
+ * together and to the one that received most, and over those rounds in the
+ * evaluation's sums of correct counts. */
+static void write_transport_fields(FILE *f, const pfl_run_options *o, const pfl_fl *fl, const run_report *r) {
     const int processes = o->cfg.transport ? o->cfg.transport->size : 1;
-    fprintf(f, ",\n  \"processes\": %d", processes);
+    fprintf(f, ",\n  \"aggregation\": \"%s\",\n  \"processes\": %d", pfl_fl_aggregation(fl), processes);
     if (processes < 2) return;
-    const double rounds = o->cfg.rounds > 0 ? o->cfg.rounds : 1;
+    const double rounds = fl->rounds_run > 0 ? fl->rounds_run : 1;
     fprintf(f, ",\n  \"bytes_to_server_per_round\": %.0f,\n  \"bytes_to_client_ranks_per_round\": %.0f",
-            (double)r->traffic[0] / rounds, (double)r->traffic[1] / rounds);
-    fprintf(f, ",\n  \"bytes_evaluation_sums\": %ld", r->traffic[2]);
+            (double)r->traffic.to_server / rounds, (double)r->traffic.to_clients / rounds);
+    fprintf(f, ",\n  \"bytes_to_a_client_rank_per_round\": %.0f", (double)r->traffic.to_client_max / rounds);
+    fprintf(f, ",\n  \"bytes_evaluation_sums\": %ld", r->traffic.eval);
 }
 
 int pfl_run_measure_memory(const pfl_fl *fl, run_report *r) {
@@ -386,7 +388,7 @@ static void write_summary_fields(FILE *f, const pfl_run_options *o, const pfl_fl
     const double rounds = fl->round > 0 ? fl->round : 1;
     fprintf(f, ",\n  \"bytes_down_per_round\": %.0f,\n  \"bytes_up_per_round\": %.0f",
             (double)fl->bytes_down / rounds, (double)fl->bytes_up / rounds);
-    write_transport_fields(f, o, r); /* MPI */
+    write_transport_fields(f, o, fl, r); /* MPI */
     write_memory_fields(f, o, r);
     write_blas_field(f);
     fputs(",\n  \"personal_models_sha256\": \"", f); /* issue 14: runs compared bit for bit */
@@ -418,9 +420,10 @@ void pfl_run_say_done(const pfl_fl *fl, const run_report *r) {
             fl->train_seconds > 0 ? fl->train_samples / fl->train_seconds : 0.0);
     report_all(fl, l.f, PFL_REPORT_FINAL);
     if (pfl_transport_distributed(o->cfg.transport)) /* MPI */
-        fprintf(l.f, "[pfl] mpi: %d processes; per round %.0f bytes to the server, %.0f to the client ranks\n",
-                o->cfg.transport->size, (double)r->traffic[0] / (o->cfg.rounds > 0 ? o->cfg.rounds : 1),
-                (double)r->traffic[1] / (o->cfg.rounds > 0 ? o->cfg.rounds : 1));
+        fprintf(l.f, "[pfl] mpi: %d processes, uploads by %s; per round %.0f bytes to the server, at most %.0f to a client rank\n",
+                o->cfg.transport->size, pfl_fl_aggregation(fl),
+                (double)r->traffic.to_server / (fl->rounds_run > 0 ? fl->rounds_run : 1),
+                (double)r->traffic.to_client_max / (fl->rounds_run > 0 ? fl->rounds_run : 1));
     if (o->out) fprintf(l.f, "[pfl] wrote %s/metrics.jsonl and %s/summary.json\n", o->out, o->out);
     line_emit(o, &l);
 }
@@ -459,10 +462,14 @@ int pfl_run_load_report(pfl_ckpt_reader *rd, run_report *r) {
     return 0;
 }
 
-static int write_checkpoint(const run_report *r, const pfl_fl *fl) {
+static int write_checkpoint(const run_report *r, pfl_fl *fl) {
     /* the metrics lines the checkpoint counts reach the disk before it does */
     if (r->metrics && (fflush(r->metrics) != 0 || fsync(fileno(r->metrics)) != 0))
         return pfl_err("%s/metrics.jsonl: cannot sync", r->o->out);
+    /* MPI: every rank's part first (the ranks other than 0 have no --out and write only that); rank 0's
+     * file, which names the parts, last */
+    if (pfl_fl_save_shards(fl, r->o->out)) return -1;
+    if (!r->o->out) return 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/checkpoint", r->o->out);
     pfl_ckpt_writer w;
@@ -471,7 +478,9 @@ static int write_checkpoint(const run_report *r, const pfl_fl *fl) {
         pfl_ckpt_abort(&w);
         return -1;
     }
-    return pfl_ckpt_commit(&w);
+    if (pfl_ckpt_commit(&w)) return -1;
+    pfl_fl_remove_old_shards(fl, r->o->out);
+    return 0;
 }
 
 /* Before anything else (data loading can take a while): a checkpoint of the
@@ -490,12 +499,12 @@ int pfl_run_write_start_checkpoint(const run_report *r) {
 }
 
 /* After round 0's evaluation and every round: the checkpoint when one is
- * due (round 0 always, so a resume never retrains from nothing), and
- * --stop-after. */
+ * due (round 0 always, so a resume never retrains from nothing, and the
+ * round a stop signal ends the run after), and --stop-after. */
 int pfl_run_after_round(pfl_fl *fl, void *ctx) {
     run_report *r = ctx;
     const int K = r->o->checkpoint_every, round = fl->round;
-    if (K > 0 && (round % K == 0 || round == fl->cfg.rounds) && write_checkpoint(r, fl)) return -1;
+    if (K > 0 && (round % K == 0 || round == fl->cfg.rounds || fl->stop_signal) && write_checkpoint(r, fl)) return -1;
     /* only right after an evaluation: nothing else changes the answer */
     if (round > 0 && round < fl->cfg.rounds && r->num_evals && r->evals[r->num_evals - 1].round == round && pfl_run_should_stop_early(r)) {
         r->stopped_early = true;

@@ -29,7 +29,8 @@ typedef struct {
     int best_local_round, best_global_round;
     double started;   /* monotonic clock when round 0's evaluation began */
     double elapsed;   /* wall time of the run so far, training and evaluation */
-    long traffic[3];  /* MPI: bytes received by the server, by the client ranks, in evaluation sums */
+    pfl_traffic traffic; /* MPI: payload bytes received by the server, by the client ranks (together and the
+                          * most by one), in evaluation sums */
     long peak_rss, state_bytes; /* the largest peak resident memory of the run's processes, the bytes their
                                  * per-client stores hold at the end (pfl_run_measure_memory) */
     int holdout;      /* samples held out as the public set (--public) */

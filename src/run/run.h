@@ -126,8 +126,11 @@ char *pfl_run_flags(const pfl_run_options *o, size_t *len);
  * the data, builds the model and the federation and runs the rounds,
  * writing progress lines and, with o->out, every output. From the start
  * (resume NULL), or going on from the checkpoint `resume` (pfl_run_resume
- * opens it). Returns 0, or -1 with a message; --stop-after stops with 0
- * and no summary, as a crash would. */
+ * opens it). Returns 0, or -1 with a message; --stop-after, and a SIGTERM
+ * or SIGINT once pfl_fl_catch_signals was called, stop with 0 and no
+ * summary, as a crash would, the stop's checkpoint written. Under MPI
+ * every rank calls it; rank 0 alone has o->out and writes, and each rank
+ * writes its part of a checkpoint where rank 0's o->out is. */
 int pfl_run(pfl_run_options *o, pfl_ckpt_reader *resume);
 
 /* What may differ when a run goes on from its checkpoint: nothing that
@@ -139,6 +142,8 @@ typedef struct {
     int stop_after;         /* tests: stop after this round again (0: never) */
     void (*progress)(const char *line, void *ctx);
     void *progress_ctx;
+    pfl_transport *transport; /* MPI: the processes going on with it (NULL: this one alone); ranks other than
+                               * 0 read the checkpoint and write only their part of the next ones */
 } pfl_resume_options;
 
 /* Goes on with the run whose --out was `dir`, from dir/checkpoint: rebuilds

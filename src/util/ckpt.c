@@ -192,6 +192,7 @@ int pfl_ckpt_commit(pfl_ckpt_writer *w) {
         return -1;
     }
     pfl_sha256_final(&w->sha, digest);
+    memcpy(w->digest, digest, sizeof digest);
     bool ok = fwrite(digest, 1, sizeof digest, w->f) == sizeof digest;
     const off_t size = ftello(w->f);
     uint8_t length[16];
@@ -247,6 +248,7 @@ static int checksum_matches(pfl_ckpt_reader *r, uint64_t size, bool *matches) {
     if (fread(stored, 1, sizeof stored, r->f) != sizeof stored) return pfl_err("%s: cannot read the checksum", r->path);
     pfl_sha256_final(&sha, digest);
     *matches = memcmp(stored, digest, sizeof digest) == 0;
+    memcpy(r->digest, stored, sizeof stored);
     return 0;
 }
 

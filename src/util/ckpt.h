@@ -41,6 +41,7 @@ typedef struct {
     uint64_t section_left; /* bytes still due to the section pfl_ckpt_put_begin opened */
     char path[4096];
     char tmp[4096];       /* path + ".tmp" */
+    uint8_t digest[32];   /* after a commit: the checksum the file ends with (what names it to another file) */
 } pfl_ckpt_writer;
 
 /* Starts PATH.tmp (replacing any stray one) and writes the header. */
@@ -78,6 +79,7 @@ typedef struct {
     uint32_t version;
     pfl_ckpt_section *sections;
     int num_sections;
+    uint8_t digest[32];   /* the checksum the file ends with */
 } pfl_ckpt_reader;
 
 /* Opens and verifies PATH. Returns 0, or -1 with "PATH: problem" (missing,

@@ -6,7 +6,9 @@
 # drops the same clients; the dropped lists match too), fasttext on AG News
 # (each rank builds the vocabulary from the same partition) and a BatchNorm
 # model with --bn shared and --bn local (running statistics travel only when
-# shared); checkpoints are refused under mpirun with one line. Skipped (exit
+# shared); the bytes a reduction moves; checkpointed runs stopped by SIGKILL
+# or SIGTERM to a rank at a random moment and resumed with 3 and with 2
+# ranks; --seeds with checkpoints refused under mpirun with one line. Skipped (exit
 # 77) when pfl was built without MPI or mpirun is missing. Under the
 # sanitizers seven cases run (dense, masked, fused and clustered uploads,
 # drops, and extra parameter blocks), with LeakSanitizer off: Open MPI keeps allocations until exit
@@ -150,22 +152,84 @@ done
 grep -q '"dropped":\[[0-9]' "$TMP/drop_fedavg/np3/metrics.jsonl" && pass "drop_fedavg: clients dropped" ||
     fail "drop_fedavg: no client dropped"
 
-# checkpoints are refused under mpirun: one line from rank 0, exit 2 (not an abort)
-for cmd in "run ${common[*]} --algo fedavg --threads 1 --checkpoint-every 1 --out $TMP/ckpt" "resume $TMP/ckpt"; do
-    read -r -a argv <<<"$cmd"
-    timeout 120 "${MPIRUN[@]}" -np 3 "$PFL" "${argv[@]}" >"$TMP/ckpt.log" 2>&1
-    rc=$?
-    lines=$(grep -c "checkpoints (--checkpoint-every, pfl resume) do not work under mpirun" "$TMP/ckpt.log")
-    [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$lines" = 1 ] && pass "pfl ${argv[0]} with checkpoints refused under mpirun (exit $rc)" ||
-        fail "pfl ${argv[0]} under mpirun: exit $rc, $lines refusal lines: $(head -3 "$TMP/ckpt.log")"
-done
-[ ! -e "$TMP/ckpt/checkpoint" ] && pass "no checkpoint written under mpirun" || fail "a checkpoint was written"
+# --seeds with checkpoints is refused under mpirun: one line from rank 0, exit 2 (not an abort)
+timeout 120 "${MPIRUN[@]}" -np 3 "$PFL" run "${common[@]}" --algo fedavg --threads 1 --seeds 1,2 --checkpoint-every 1 \
+    --out "$TMP/seeds" >"$TMP/seeds.log" 2>&1
+rc=$?
+lines=$(grep -c "does not run under mpirun" "$TMP/seeds.log")
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$lines" = 1 ] && pass "--seeds with checkpoints refused under mpirun (exit $rc)" ||
+    fail "--seeds with checkpoints under mpirun: exit $rc, $lines refusal lines: $(head -3 "$TMP/seeds.log")"
 
-# traffic: to the server, every round, each selected client's upload (all
-# parameters as float32 and its 32-byte training stats)
+# traffic: a reduction (FedAvg) sends the server one model (its shared
+# layers, 159,010 float32) and 48 bytes of figures per client of the round
+# (6 of 10); a client rank receives at most two models, the running sum
+# from the rank before it and the result (4 processes: a middle rank does)
+model=$((159010 * 4))
 up=$(json_field bytes_to_server_per_round "$TMP/fedavg/np3/summary.json")
-[ "$up" = $(((159010 * 4 + 32) * 6)) ] && pass "fedavg: $up bytes to the server per round" ||
-    fail "fedavg: $up bytes to the server per round, want $(((159010 * 4 + 32) * 6))"
+[ "$up" = $((model + 48 * 6)) ] && pass "fedavg: $up bytes to the server per round" ||
+    fail "fedavg: $up bytes to the server per round, want $((model + 48 * 6))"
+[ "$(json_field aggregation "$TMP/fedavg/np3/summary.json")" = reduce ] &&
+    [ "$(json_field aggregation "$TMP/pfedcfr/np3/summary.json")" = gather ] &&
+    pass "the summary says fedavg reduces and pfedcfr gathers" || fail "aggregation fields: fedavg reduce, pfedcfr gather"
+[ "${PFL_SANITIZED:-0}" = 1 ] || {
+    compare fedavg 4 $(case_flags fedavg)
+    most=$(json_field bytes_to_a_client_rank_per_round "$TMP/fedavg/np4/summary.json")
+    [ -n "$most" ] && [ "$most" -gt "$model" ] && [ "$most" -le $((2 * model)) ] &&
+        pass "fedavg -np 4: $most bytes into a client rank per round (one model: $model)" ||
+        fail "fedavg -np 4: $most bytes into a client rank per round, want more than one model and at most two ($model)"
+}
+
+# Checkpoints under mpirun: a 3-rank run with --checkpoint-every 1 stopped
+# at a random moment, by SIGKILL to one of its ranks (mpirun ends the others
+# within seconds, saying which rank died) or by SIGTERM to one of them
+# (every rank finishes the round and its checkpoint, exit 128 + 15), then
+# resumed with 3 and with 2 ranks: the uninterrupted run's fingerprints and
+# metrics. FedALA: the clients' models and ALA weights live on their ranks.
+ck=(--algo fedala --data mnist --model mlp --partition onelabel:100/30 --clients 10 --join 0.6 --rounds 8 --batch 20
+    --checkpoint-every 1)
+"$PFL" run "${ck[@]}" --quiet --threads 2 --out "$TMP/ck_full" || fail "uninterrupted checkpointed run failed"
+strip_dir() { strip_metrics "$1/metrics.jsonl"; grep sha256 "$1/summary.json"; }
+# interrupt SIGNAL: the run, stopped by SIGNAL to a random rank a random
+# 0-1.2 s after its first checkpoint (the flags, written once the ranks
+# started) appeared; resumed twice
+interrupt() {
+    local sig=$1 out="$TMP/ck_$1" ms rank pid start rc
+    "${MPIRUN[@]}" -np 3 "$PFL" run "${ck[@]}" --threads 1 --out "$out" >"$out.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 3000); do [ -e "$out/checkpoint" ] || ! kill -0 $pid 2>/dev/null && break; sleep 0.01; done
+    ms=$((RANDOM % 1200)) rank=$((RANDOM % 3))
+    sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
+    local ranks=($(pgrep -P $pid | sort -n))
+    start=$SECONDS
+    [ ${#ranks[@]} = 3 ] && kill -"$sig" "${ranks[$rank]}"
+    timeout 60 tail --pid=$pid -f /dev/null
+    wait $pid
+    rc=$?
+    if [ -e "$out/summary.json" ]; then pass "$sig: the run finished before the signal"; return; fi
+    [ -e "$out/checkpoint" ] || { fail "$sig: no checkpoint in $out: $(head -5 "$out.log")"; return; }
+    local last
+    last=$(grep -o '"round":[0-9]*' "$out/metrics.jsonl" 2>/dev/null | tail -1 | cut -d: -f2)
+    local at="rank $rank ${ms} ms in, before round 0 ended"
+    [ -n "$last" ] && at="rank $rank ${ms} ms in, after round $last"
+    if [ "$sig" = KILL ]; then
+        [ $rc -ne 0 ] && [ $((SECONDS - start)) -le 15 ] && [ "$(grep -c 'exited on signal 9' "$out.log")" = 1 ] &&
+            ! grep -q "^pfl run" "$out.log" && pass "KILL to $at: the others ended in $((SECONDS - start)) s with one line" ||
+            fail "KILL to $at: exit $rc after $((SECONDS - start)) s: $(grep -v '^\[pfl\]' "$out.log" | head -8)"
+    else
+        [ $rc = 143 ] && grep -q "SIGTERM: stopped after round" "$out.log" && ! grep -q "^pfl run" "$out.log" &&
+            pass "TERM to $at: stopped with its checkpoint, exit $rc" ||
+            fail "TERM to $at: exit $rc: $(grep -v '^\[pfl\] round' "$out.log" | head -8)"
+    fi
+    for np in 3 2; do
+        cp -a "$out" "$out-np$np"
+        timeout 300 "${MPIRUN[@]}" -np $np "$PFL" resume "$out-np$np" --quiet >"$out-np$np.log" 2>&1 ||
+            { fail "$sig: resume with $np ranks failed: $(head -5 "$out-np$np.log")"; continue; }
+        [ "$(strip_dir "$TMP/ck_full")" = "$(strip_dir "$out-np$np")" ] &&
+            pass "$sig to $at: resumed with $np ranks to the uninterrupted fingerprints and metrics" ||
+            fail "$sig to $at: resumed with $np ranks: $(diff <(strip_dir "$TMP/ck_full") <(strip_dir "$out-np$np") | head -4)"
+    done
+}
+[ "${PFL_SANITIZED:-0}" = 1 ] || { interrupt KILL; interrupt TERM; }
 
 # a failure on rank 0 alone (its --out is a file) ends the other ranks too
 touch "$TMP/not-a-dir"
