@@ -9,7 +9,8 @@
 #    (twice FedAvg's bytes), the others FedAvg's; SCAFFOLD's c_i and FedDyn's
 #    grad_k are a whole parameter vector per client that trained (the client
 #    store's bytes); FedLC's global label counts are one exchange before
-#    training (setup_bytes_up/down: clients x classes x 4);
+#    training (setup_bytes_up/down: clients x classes x 4); FedNTD's masked
+#    upload (--flayer-mask) is counted as sent, though it gathers whole;
 #  - a bad value of their word flags is refused with one line.
 . tests/e2e/lib.sh
 
@@ -58,6 +59,15 @@ for name in fedavg3 feddyn3 fedlc3 fedntd3 scaffold3; do
     [ "$(json_field bytes_down_per_round "$s")" = $want ] && [ "$(json_field bytes_up_per_round "$s")" = $want ] &&
         pass "$name: $want bytes each way per round" || fail "$name bytes: $(grep bytes_ "$s")"
 done
+# SCAFFOLD, FedDyn and FedNTD gather whole uploads under MPI; a client still
+# sends only what FedAvg's would: under FLAYER's mask the parameters it sent
+# and a bitmap, fewer bytes than the model it received
+run fedntd_mask --algo fedntd --rounds 1 --flayer-mask
+s="$TMP/fedntd_mask/summary.json"
+up=$(json_field bytes_up_per_round "$s")
+[ "$(json_field bytes_down_per_round "$s")" = $model ] && [ -n "$up" ] && [ "$up" -lt $model ] &&
+    pass "fedntd --flayer-mask: $up bytes up per round, the masked upload, under the model's $model" ||
+    fail "fedntd --flayer-mask bytes: $(grep bytes_ "$s")"
 for name in scaffold3 feddyn3; do
     got=$(json_field client_state_bytes "$TMP/$name/summary.json")
     [ "$got" = $model ] && pass "$name: the clients' stores hold a parameter vector each ($got bytes)" ||
