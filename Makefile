@@ -31,6 +31,17 @@ else
 $(error BLAS=$(BLAS): expected openblas (the default) or generic)
 endif
 
+# LAPACK (FedKD's truncated SVD, sgesdd): Debian's OpenBLAS carries it in
+# libopenblas, so nothing more is linked; an OpenBLAS built without it, or a
+# generic CBLAS, takes the reference LAPACK (liblapack-dev's lapack.pc).
+ifeq ($(BLAS),openblas)
+OPENBLAS_LIBDIR := $(shell pkg-config --variable=libdir openblas 2>/dev/null)
+LAPACK_LIBS := $(shell nm -D $(OPENBLAS_LIBDIR)/libopenblas.so 2>/dev/null | grep -q ' T sgesdd_' || \
+                 pkg-config --libs lapack 2>/dev/null || echo -llapack)
+else
+LAPACK_LIBS := $(shell pkg-config --libs lapack 2>/dev/null || echo -llapack)
+endif
+
 # Dataset libraries: libmatio reads SVHN's .mat files, libjpeg decodes
 # Tiny-ImageNet. Each is optional: without it pfl still builds, says so here,
 # and loading that dataset fails with "pfl was built without ...".
@@ -84,7 +95,7 @@ endif
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
 CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -O3 -g -fopenmp $(WARN) -Isrc $(BLAS_CFLAGS) $(DATA_FLAGS) $(PARSE_CFLAGS) $(EXTRA_CFLAGS)
-LDLIBS  := $(BLAS_LIBS) $(MATIO_LIBS) $(JPEG_LIBS) $(MPI_LIBS) $(JANSSON_LIBS) $(YAML_LIBS) -lz -lm -fopenmp
+LDLIBS  := $(BLAS_LIBS) $(LAPACK_LIBS) $(MATIO_LIBS) $(JPEG_LIBS) $(MPI_LIBS) $(JANSSON_LIBS) $(YAML_LIBS) -lz -lm -fopenmp
 ifeq ($(SANITIZE),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDLIBS  += -fsanitize=address,undefined
@@ -112,6 +123,7 @@ FUZZ_NAMES   := $(patsubst fuzz/%.c,%,$(filter-out $(FUZZ_SUPPORT),$(wildcard fu
 REPLAYS      := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_DEPS    := $(wildcard fuzz/*.c fuzz/*.h tests/*.h) $(BUILD)/libpfl.a
 FUZZ_SECONDS ?= 60
+FUZZ_TIMEOUT ?= 10
 
 # libpfl for other programs (README "Using pfl as a library"): the library
 # objects are position-independent so that the same objects make libpfl.a
@@ -167,7 +179,7 @@ $(BUILD)/libpfl.so: $(LIB_OBJ) $(BUILD)/libpfl.map
 # sanitized build (SANITIZE=1) puts the sanitizers in Libs: its libpfl
 # needs their run-time libraries.
 PC_REQUIRES := $(strip $(BLAS_PC) $(if $(MATIO_LIBS),matio) $(JPEG_PC) $(MPI_PC) jansson yaml-0.1)
-PC_PRIVATE  := $(strip $(if $(BLAS_PC),,$(BLAS_LIBS)) $(if $(JPEG_PC),,$(JPEG_LIBS)) -lz -lm -fopenmp)
+PC_PRIVATE  := $(strip $(if $(BLAS_PC),,$(BLAS_LIBS)) $(LAPACK_LIBS) $(if $(JPEG_PC),,$(JPEG_LIBS)) -lz -lm -fopenmp)
 comma       := ,
 PC_LIBS     := -L$${libdir} -lpfl$(if $(filter 1,$(SANITIZE)), -fsanitize=address$(comma)undefined)
 install: $(BUILD)/pfl $(BUILD)/libpfl.a $(PUBLIC)
@@ -206,7 +218,7 @@ $(BUILD)/fuzz/make_seeds: $(FUZZ_DEPS)
 # Runs every harness for FUZZ_SECONDS each (one at a time), or those in FUZZ
 # (make fuzz FUZZ="svhn idx_plain" FUZZ_SECONDS=600); see scripts/fuzz.sh.
 fuzz:
-	scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ)
+	FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ)
 
 # Micro-benchmarks (bench/*.c), built on demand: make build/bench/step_bench
 $(BUILD)/bench/%: bench/%.c src/nn/model.c $(BUILD)/libpfl.a

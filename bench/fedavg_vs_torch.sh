@@ -21,7 +21,7 @@ build/pfl partition --data "$data" --partition "$partition" --clients 20 --seed 
 
 run_pfl() {
     build/pfl run --algo fedavg --data "$data" --model cnn --partition "$partition" --clients 20 --rounds "$rounds" \
-        --batch 10 --lr 0.005 --seed 1 --threads "$1" --out "$out/pfl" 2>"$out/pfl.log"
+        --batch 10 --lr 0.005 --seed 1 --threads "$1" --out "$out/pfl" --overwrite 2>"$out/pfl.log"
 }
 run_torch() {
     /usr/bin/python3 bench/torch_fedavg.py --partition-file "$out/partition.json" --data "$data" --model cnn \

@@ -56,7 +56,7 @@ for n in $clients; do
         echo "[scale] $algo, $n clients, state in $where" >&2
         start=$(date +%s.%N)
         if ! nice -n 10 build/pfl run --algo "$algo" --data mnist --model cnn --partition iid --clients "$n" \
-            --join 0.01 --rounds 2 --eval-every 2 --quiet "${state[@]}" "${extra[@]}" --out "$run" 2>"$run.err"; then
+            --join 0.01 --rounds 2 --eval-every 2 --quiet "${state[@]}" "${extra[@]}" --out "$run" --overwrite 2>"$run.err"; then
             rows+=("| $algo | $n | $where | failed: $(tail -1 "$run.err") | | | | |")
             continue
         fi

@@ -40,7 +40,7 @@ make -s build/pfl
 pfl_rate() { # threads -> samples/s
     build/pfl run --algo fedavg --data "$data" --model "$model" --partition iid --clients 20 --join 0.2 \
         --rounds "$2" --batch "$batch" --eval-every 100000 --threads "$1" "${holdout[@]}" --quiet \
-        --out "$out/pfl$1" >&2
+        --out "$out/pfl$1" --overwrite >&2
     grep -o '"train_samples_per_second": [0-9.]*' "$out/pfl$1/summary.json" | cut -d' ' -f2
 }
 best() { /usr/bin/python3 -c 'import sys; print(max(float(x) for x in sys.argv[1:]))' "$@"; }

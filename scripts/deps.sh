@@ -27,6 +27,17 @@ have_openblas() {
 }
 
 have_pkg() { pkg-config --exists "$1" 2>/dev/null; }
+
+# LAPACK's SVD (sgesdd: FedKD's compression): Debian's OpenBLAS exports it
+# from libopenblas itself (asked of the library's dynamic symbols, not of a
+# header); an OpenBLAS without it needs the reference LAPACK, judged by the
+# pkg-config module only liblapack-dev installs (lapack.pc).
+have_lapack() {
+    local dir
+    dir=$(pkg-config --variable=libdir openblas 2>/dev/null)
+    if [ -n "$dir" ] && nm -D "$PFL_ROOT$dir/libopenblas.so" 2>/dev/null | grep -q ' T sgesdd_$'; then return 0; fi
+    have_pkg lapack
+}
 have_file() { [ -f "$PFL_ROOT$1" ]; }
 have_cmd() { [ -z "$PFL_ROOT" ] && command -v "$1" >/dev/null 2>&1 || [ -x "$PFL_ROOT/usr/bin/$1" ]; }
 
@@ -57,6 +68,7 @@ deps_missing() {
     have_cmd cc && have_cmd make || echo build-essential
     have_cmd pkg-config || echo pkg-config
     have_openblas || echo libopenblas-dev
+    have_lapack || echo liblapack-dev
     # zlib1g-dev ships zlib.pc and zlib.h
     have_pkg zlib && have_file /usr/include/zlib.h || echo zlib1g-dev
     have_pkg matio || echo libmatio-dev

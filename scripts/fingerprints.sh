@@ -51,7 +51,8 @@ run() {
 # every registered method (pfl run --help lists them; a method added later is added here)
 algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
     fedavg-c fedprox-c perfedavg fedphp lgfedavg fedbabu apfl fedrod fedcp gpfl fedfomo apple partialfed
-    scaffold feddyn fedlc fedntd)
+    scaffold feddyn fedlc fedntd
+    fml fedkd feddbe fedmtl fedbn)
 for algo in "${algos[@]}"; do
     for mod in none --ala --flayer-agg --flayer-lr --flayer-mask; do
         mods=()
@@ -73,7 +74,7 @@ done
 bn=(--data mnist --model resnet18 --partition onelabel:20/5 --clients 4 --rounds 2 --batch 10 --lr 0.05 --quiet
     --threads 2 --eval-batch 10)
 for algo in fedavg fedper fedrep ditto fedala flayer fedamp pfedcfr local lgfedavg fedbabu apfl fedrod fedcp gpfl \
-    fedphp perfedavg apple partialfed fedfomo scaffold feddyn fedlc fedntd; do
+    fedphp perfedavg apple partialfed fedfomo scaffold feddyn fedlc fedntd fml fedkd feddbe fedmtl fedbn; do
     for mode in shared local stats-local; do
         for join in 1 0.5; do
             run "bn_${algo}_${mode}_j$join" "${bn[@]}" --algo "$algo" --bn "$mode" --join "$join"

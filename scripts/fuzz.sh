@@ -8,9 +8,11 @@
 # each for SECONDS (default 60), one after the other, one process each. Each
 # starts from its committed seeds and reproducers (fuzz/corpus/<name>/,
 # fuzz/repro/<name>/) plus what earlier runs found (build-fuzz/corpus/<name>/,
-# kept between runs). Limits: 10 s per input, 2 GiB of memory, and no single
-# allocation over 512 MiB (inputs are at most a few hundred KiB, so a reader
-# asking for more has not bounded it by the file). A finding (crash, leak,
+# kept between runs). Limits: 10 s per input (FUZZ_TIMEOUT=S sets another:
+# the preset reader is held to 1 s, FUZZ_TIMEOUT=1 scripts/fuzz.sh 600 preset),
+# 2 GiB of memory, and no single allocation over 512 MiB (inputs are at most
+# a few hundred KiB, so a reader asking for more has not bounded it by the
+# file). A finding (crash, leak,
 # sanitizer report, timeout, a broken message rule in fuzz/fuzz.h) stops that
 # harness and lands in build-fuzz/findings/<name>/; replay it with
 #   build/fuzz/replay_<name> build-fuzz/findings/<name>/crash-...
@@ -22,6 +24,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 case $seconds in '' | *[!0-9]*) echo "scripts/fuzz.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2 ;; esac
+timeout=${FUZZ_TIMEOUT:-10}
+case $timeout in '' | *[!0-9]* | 0) echo "scripts/fuzz.sh: FUZZ_TIMEOUT must be a whole number of seconds, got '$timeout'" >&2; exit 2 ;; esac
 
 if ! command -v clang >/dev/null 2>&1; then
     echo "scripts/fuzz.sh: clang not found (scripts/setup.sh installs it: clang, libclang-rt-dev, libomp-dev)" >&2
@@ -58,7 +62,7 @@ for n in "${names[@]}"; do
     [ -d "fuzz/repro/$n" ] && seeds+=("fuzz/repro/$n")
     log="$B/findings/$n/log.txt"
     start=$SECONDS
-    "$B/fuzz/fuzz_$n" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
+    "$B/fuzz/fuzz_$n" -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=2048 -malloc_limit_mb=512 \
         -print_final_stats=1 -artifact_prefix="$B/findings/$n/" "$B/corpus/$n" "${seeds[@]}" >"$log" 2>&1
     rc=$?
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
@@ -72,7 +76,7 @@ for n in "${names[@]}"; do
         artifact=$(grep -o "Test unit written to [^ ]*" "$log" | tail -1 | sed 's/Test unit written to //')
         result="FINDING (exit $rc): ${artifact:-see $log}"
     fi
-    line="$n: ${runs:-?} inputs in $((SECONDS - start)) s, coverage ${cov:-?} edges / ${ft:-?} features, corpus $corpus files: $result"
+    line="$n: ${runs:-?} inputs in $((SECONDS - start)) s (at most ${timeout} s each), coverage ${cov:-?} edges / ${ft:-?} features, corpus $corpus files: $result"
     echo "$line" | tee -a "$B/summary.txt"
 done
 exit $found

@@ -16,7 +16,7 @@ methods=(fedavg fedala flayer)
 for algo in "${methods[@]}"; do
     echo "[quickstart] $algo: $rounds rounds"
     build/pfl run --algo "$algo" --data fmnist --model cnn --partition pat:2 --clients 20 \
-        --rounds "$rounds" --out "out/quickstart/$algo"
+        --rounds "$rounds" --out "out/quickstart/$algo" --overwrite # a second quickstart replaces the first
 done
 
 field() { grep -o "\"$1\": *[^,}]*" "$2" | head -1 | sed 's/.*: *//'; }

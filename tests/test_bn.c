@@ -200,7 +200,7 @@ static void test_fedbn_round(void) {
     bn_fed_free(&f);
 }
 
-/* FedTSDP (issue 14): a shared BatchNorm layer goes to the cluster with its
+/* FedTSDP: a shared BatchNorm layer goes to the cluster with its
  * running statistics, averaged in the cluster as every other method averages
  * them under --bn shared; --bn stats-local and local keep each client's own.
  * One cluster (h_th 1: never re-clustered), every layer shared (L_s = 3). */

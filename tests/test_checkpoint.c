@@ -87,8 +87,8 @@ static void write_sample(const char *path, float scale) {
 static void test_container_roundtrip(void) {
     char path[128], tmp[160];
     path_in_dir(path, sizeof path, "sample");
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    write_file(tmp, (const unsigned char *)"stray", 5); /* a write a crash cut short */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    write_file(tmp, (const unsigned char *)"stray", 5); /* a write a crash cut short, of a process that had this pid */
     write_sample(path, 1.0f);
     CHECK(access(tmp, F_OK) != 0, "commit left %s behind", tmp);
     pfl_ckpt_reader r;
@@ -258,7 +258,7 @@ static void fed_free(fed *f) {
 }
 
 /* Saves fl's state without its wall times (which differ between runs): the
- * run's and each client's ALA start phase's (issue 14). */
+ * run's and each client's ALA start phase's. */
 static int save_state(pfl_fl *fl, const char *path) {
     const double seconds = fl->train_seconds;
     fl->train_seconds = 0.0;
@@ -380,10 +380,9 @@ static resume_case make_case(const char *label, const pfl_algo *algo) {
     a->cfl_eps1 = 1e9f, a->cfl_eps2 = 0.0f, a->cfl_warmup = 1; /* CFL splits from round 2 */
     a->tsdp_public_batch = 6, a->tsdp_eps1 = 0.15f, a->tsdp_eps2 = 3.5f, a->tsdp_min_pts = 2, a->tsdp_h_th = 0.0f;
     a->tsdp_psi = 0.7f;
-    /* issue 15, part a */
     a->ft_epochs = 1, a->perfedavg_steps = 1, a->perfedavg_delta = 1e-3f, a->php_mu = 0.9f, a->php_lambda = 0.01f;
     if (algo == &pfl_algo_perfedavg) c.cfg.momentum = 0.0f; /* Per-FedAvg's steps are plain gradient steps */
-    a->fomo_val = 0.25f, a->apple_dr_lr = 0.01f, a->apple_mu = 0.1f, a->apple_l = 0.5f; /* issue 15 */
+    a->fomo_val = 0.25f, a->apple_dr_lr = 0.01f, a->apple_mu = 0.1f, a->apple_l = 0.5f;
     a->pf_tau = 5.0f, a->pf_tau_decay = 0.965f, a->pf_fm = 2, a->pf_fs = 1, a->pf_lr = 1.0f;
     /* traditional methods: SCAFFOLD's c and c_i, FedDyn's h and grad_k change every round */
     a->server_lr = 1.0f, a->dyn_alpha = 0.01f, a->lc_tau = 1.0f, a->ntd_beta = 1.0f, a->ntd_tau = 1.0f;
@@ -408,7 +407,7 @@ static void test_resume_every_algorithm(void) {
     c = make_case("ditto --flayer-mask-literal", &pfl_algo_ditto);
     c.cfg.modules.flayer_mask = c.cfg.modules.flayer_mask_literal = true;
     check_resume(&c);
-    /* issue 14: ALA on what FedAMP sends (u_i) and below FedPer's head, the
+    /* ALA on what FedAMP sends (u_i) and below FedPer's head, the
      * models of --eval-moment after-train, pFedMe with the modules, and the
      * local-init modules on every client (--init-clients all) */
     c = make_case("fedamp --ala", &pfl_algo_fedamp);
@@ -423,7 +422,7 @@ static void test_resume_every_algorithm(void) {
     c = make_case("pfedme --flayer-agg --flayer-mask", &pfl_algo_pfedme);
     c.cfg.modules.flayer_agg = c.cfg.modules.flayer_mask = true;
     check_resume(&c);
-    /* issue 15, part a: the modules on FedPHP's inherited model, Per-FedAvg's
+    /* The modules on FedPHP's inherited model, Per-FedAvg's
      * Hessian-free steps with FLAYER's head mix, FedAvg-C fine-tuning ALA's
      * mix, FedPHP after training */
     c = make_case("fedphp --ala", &pfl_algo_fedphp);
@@ -462,6 +461,7 @@ static void test_resume_batchnorm(void) {
         snprintf(label, sizeof label, "%s, BatchNorm model", pfl_algos[i]->name);
         resume_case c = make_case(label, pfl_algos[i]);
         c.batchnorm = true;
+        if (pfl_algos[i] == &pfl_algo_fedbn) c.cfg.bn = PFL_BN_LOCAL; /* its run default: FedBN is --bn local */
         check_resume(&c);
     }
     /* kept by the clients (pFedMe, CFL and FedALP refuse it): the default
@@ -512,7 +512,7 @@ static void test_load_refuses_other_runs(void) {
     fed_free(&d);
 }
 
-/* ---- hostile sections behind a valid checksum (issue 17) ---- */
+/* ---- hostile sections behind a valid checksum ---- */
 
 /* Writes a checkpoint of raw section bytes with the header, end marker,
  * SHA-256 and length pfl_ckpt_commit writes: a file that passes the checksum. */

@@ -438,7 +438,7 @@ static void test_cifar_load(void) {
           "missing: %s", pfl_errmsg());
 }
 
-/* ---- known files (issue 17) ---- */
+/* ---- known files ---- */
 
 static int file_lines(const char *path) {
     FILE *f = fopen(path, "r");

@@ -78,7 +78,7 @@ static void test_two_stage(void) {
     CHECK(k == 1 && noise == 0, "alike: %d clusters, %d noise", k, noise);
 }
 
-/* Several noise points in a run (issue 14): DBSCAN's label -1 is one group,
+/* Several noise points in a run: DBSCAN's label -1 is one group,
  * as grouping clients by label does, not one cluster per noise client (the
  * "one client per cluster" the paper calls meaningless); the other reading
  * stays behind noise_singletons. */
@@ -207,7 +207,7 @@ static void test_always_clusters(void) {
     fed_free(&f);
 }
 
-/* L_s's cadence (issue 14): by default every clustering shrinks it (the
+/* L_s's cadence: by default every clustering shrinks it (the
  * text); --tsdp-shrink-on-change shrinks only where the clustering grouped
  * the clients differently from before (the reading under which Fig. 11's
  * two shrinks in 200 rounds are the two regroupings). Both runs cluster in
@@ -248,7 +248,7 @@ static void test_shrink_on_change(void) {
           changes[1], shrinks[1]);
 }
 
-/* The Hopkins sample m~ (issue 14): "m~ << m" with nothing more, so by
+/* The Hopkins sample m~: "m~ << m" with nothing more, so by
  * default pfl_hopkins's m / 10, at least 1 (pfl used m / 2 before); an
  * explicit --tsdp-hopkins-m is used as given. The last round's H is
  * recomputed from its predictions with the same stream and each size. */

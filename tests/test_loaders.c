@@ -426,7 +426,7 @@ static void y_named_x(unsigned char *b, size_t *len) { /* y's name, a small elem
         if (memcmp(b + i, "\1\0\1\0y", 5) == 0) b[i + 4] = 'X';
 }
 
-/* Files that are not what they claim (issue 17): refused before libmatio
+/* Files that are not what they claim: refused before libmatio
  * (and libhdf5) parse them, one line naming the problem. */
 static void test_svhn_hostile(void) {
     uint8_t *px = NULL, *lab = NULL;

@@ -1,4 +1,4 @@
-/* The methods that change the model (issue 16), each by its distinctive part,
+/* The methods that change the model, each by its distinctive part,
  * on the tiny federation of tests/tiny.h (the "dnn" model: fc1 16->100,
  * fc 100->3, 1x4x4 images, labels i % 3):
  *

@@ -1,4 +1,4 @@
-/* The distinctive steps of FedFomo, APPLE and PartialFed (issue 15) on the
+/* The distinctive steps of FedFomo, APPLE and PartialFed on the
  * tiny federation of tests/tiny.h ("dnn": fc1 16->100 = layer 0, fc 100->3 =
  * layer 1, PyTorch's order: weight, then bias), checked against numbers
  * worked out here from the papers' formulas, not from pfl's code:
@@ -98,7 +98,7 @@ static void test_fedfomo_weights(void) {
           chosen[0], chosen[1]);
     /* FedALA's Table 3: (1 + M) models per round, M down */
     uint64_t down, up;
-    pfl_algo_fedfomo.message_bytes(fl, 0, NULL, &down, &up);
+    pfl_algo_fedfomo.message_bytes(fl, 0, NULL, NULL, &down, &up);
     CHECK(down == 2 * 4 * (uint64_t)V && up == 4 * (uint64_t)V, "bytes %llu down, %llu up",
           (unsigned long long)down, (unsigned long long)up);
     for (int k = 0; k < 4; k++) free(ups[k]);
@@ -191,7 +191,7 @@ static void test_apple_step(void) {
     CHECK(off == 0, "w after the step: %zu elements off", off);
     /* APPLE downloads every core: N models down, one up */
     uint64_t down, up;
-    pfl_algo_apple.message_bytes(fl, 0, NULL, &down, &up);
+    pfl_algo_apple.message_bytes(fl, 0, NULL, NULL, &down, &up);
     CHECK(down == N * 4 * (uint64_t)V && up == 4 * (uint64_t)V, "bytes %llu down", (unsigned long long)down);
     for (int j = 0; j < N; j++) free(cores[j]);
     free(core), free(model), free(w), free(g);

@@ -1,4 +1,4 @@
-/* Issue 15, part a: the step that makes each of FedAvg-C, FedProx-C,
+/* The step that makes each of FedAvg-C, FedProx-C,
  * Per-FedAvg and FedPHP what it is, worked out by hand.
  *
  * Most cases use a linear model of 2 inputs and 2 classes (logits Wx + b)

@@ -1,4 +1,4 @@
-/* pfl resume with bad stored flags (issue 17, item 3): a checkpoint whose
+/* pfl resume with bad stored flags: a checkpoint whose
  * flag list holds --rounds=abc, --help, nothing at all or no --algo is
  * refused with one message naming the checkpoint and the problem, and no run
  * starts. The checkpoints are written here with the checkpoint writer; with

@@ -1,4 +1,4 @@
-/* The client store (src/fl/store.c, src/fl/client_state.c; issue 19):
+/* The client store (src/fl/store.c, src/fl/client_state.c):
  *
  *  - a store in memory and one in a file read untouched rows as the initial
  *    row, keep what is written (through a release of the file's pages),

@@ -423,7 +423,7 @@ static void expect_bad(const char *what, const char *csv, const char *needle) {
     else printf("  %-26s -> %s\n", what, pfl_errmsg());
 }
 
-/* Bytes a message must not print raw (issue 17): a NUL cut the message
+/* Bytes a message must not print raw: a NUL cut the message
  * short, a newline split it; a UTF-8 byte-order mark was "a quote inside an
  * unquoted field". */
 static void expect_bad_bytes(const char *what, const char *csv, size_t len, const char *needle) {

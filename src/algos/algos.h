@@ -163,6 +163,54 @@ void pfl_fedlc_offsets(const double *counts, int C, float tau, float *offset);
  * the labels). */
 double pfl_fedntd_loss(const float *z, const float *t, const uint8_t *labels, int B, int C, float tau, float *dz);
 
+/* PFLlib's personalized methods: FML, FedKD (their shared pieces: src/algos/mutual.h), FedDBE, FedMTL, FedBN */
+extern const pfl_algo pfl_algo_fml;
+extern const pfl_algo pfl_algo_fedkd;
+extern const pfl_algo pfl_algo_feddbe;
+extern const pfl_algo pfl_algo_fedmtl;
+extern const pfl_algo pfl_algo_fedbn;
+/* FedKD's pieces (fedkd.c), for its tests. The SVD of a tensor exchanged:
+ * `slices` row-major rows x cols matrices one after the other in `a` (a
+ * Linear's weight: 1 slice; a convolution's: out x in slices of kh x kw)
+ * truncated in place to the first t singular values of each, t the rank
+ * the energy rule gives over all slices' values (PFLlib's; with
+ * paper_rank, the paper's); returns t, or -1 with a message. */
+int pfl_fedkd_truncate(float *a, int slices, int rows, int cols, double energy, bool paper_rank);
+/* The rank pfl_fedkd_truncate would keep of those slices (values only), or -1. */
+int pfl_fedkd_rank(const float *a, int slices, int rows, int cols, double energy, bool paper_rank);
+/* PFLlib's rule: the fewest of k singular values (squares, descending, in
+ * sq2) whose energy exceeds energy x the total, among the first k - 1; 0
+ * when none does (the tensor is then sent as zeros). paper_rank: the fewest
+ * of all k reaching it. */
+int pfl_fedkd_rank_rule(const double *sq2, int k, double energy, bool paper_rank);
+/* The energy of round `round` (1..rounds): t_start + (round - 1) / rounds x (t_end - t_start). */
+double pfl_fedkd_energy(const pfl_fl *fl, int round);
+/* FedDBE's pieces (feddbe.c), for its tests: the head (C x D weight, C
+ * biases) and the PRBM m (D) of a model vector, and the same of a gradient. */
+typedef struct {
+    int D, C;
+    const float *head_w, *head_b, *prbm;
+} pfl_feddbe_view;
+typedef struct {
+    float *head_w, *head_b, *prbm;
+} pfl_feddbe_grads;
+/* FedDBE's loss on B representations h (B x D) with labels y: the
+ * cross-entropy of head(h + m) plus klw x mean_d 0.5 (r_d - g_d)^2, r the
+ * running mean (D, updated here: r <- (1 - momentum) r + momentum mean_b h)
+ * and g the global mean. With dh non-NULL adds the gradients to g and
+ * writes d loss / dh there (B x D); counts head(h + m)'s correct answers.
+ * scratch: D + 2 C floats. */
+double pfl_feddbe_loss(const pfl_feddbe_view *v, const pfl_feddbe_grads *g, const float *h, const uint8_t *y, int B,
+                       float *running, const float *global_mean, float momentum, float klw, float *dh, int *correct,
+                       float *scratch);
+/* The global mean g the initialization period computed. */
+const float *pfl_feddbe_global_mean(const pfl_fl *fl);
+/* FedMTL's pieces (fedmtl.c): 10^-f of a model (PFLlib's scale of the
+ * regularizer), and its gradient as a proximal term mu (w - anchor) from the
+ * sum `others` of the m - 1 other columns of W (n floats). */
+double pfl_fedmtl_scale(const pfl_model *m);
+void pfl_fedmtl_prox(double scale, int m, const float *others, size_t n, float *mu, float *anchor);
+
 /* NULL-terminated list of every algorithm. */
 extern const pfl_algo *const pfl_algos[];
 

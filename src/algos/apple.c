@@ -222,8 +222,9 @@ static void apple_aggregate(pfl_fl *fl, const int *clients, int n, float *const 
 
 /* FedALA's Table 3, "(1+M)*Sigma" with M the total number of clients: every core down (PFLlib's
  * send_models sends all of them, the client's own included), the client's core up. */
-static void apple_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
-    (void)client, (void)sent;
+static void apple_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                                uint64_t *up) {
+    (void)client, (void)sent, (void)upload;
     const uint64_t model = 4 * (uint64_t)vector_len(fl);
     *down = (uint64_t)fl->cfg.clients * model;
     *up = model;

@@ -254,8 +254,9 @@ static void fomo_aggregate(pfl_fl *fl, const int *clients, int n, float *const *
 /* FedALA's Table 3, "(1+M)*Sigma": M models down (the ones the client's last initialization
  * downloaded: the server held no more models then than now, the aggregation of this round
  * comes after this count), one up. */
-static void fomo_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
-    (void)client, (void)sent;
+static void fomo_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                               uint64_t *up) {
+    (void)client, (void)sent, (void)upload;
     const uint64_t model = 4 * (uint64_t)vector_len(fl);
     *down = (uint64_t)download_count(fl) * model;
     *up = model;

@@ -264,9 +264,10 @@ static void tsdp_receive(pfl_fl *fl, int client, const float *state, float *rece
  * the cluster's shared prefix (and the statistics that go with it), up the
  * whole model, which stage one runs on the public data. Counted before the
  * round's aggregation shrinks L_s, so down is what this round sent. */
-static void tsdp_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
+static void tsdp_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                               uint64_t *up) {
     const pfl_fedtsdp_state *s = fl->algo_state;
-    pfl_default_message_bytes(fl, client, sent, down, up); /* up: the whole vector (whole_uploads) */
+    pfl_default_message_bytes(fl, client, sent, upload, down, up); /* up: the whole vector (whole_uploads) */
     uint64_t floats = s->shared_end;
     for (int l = 0; l < fl->model->num_layers; l++)
         if (tsdp_stats_shared(fl, s, l)) floats += fl->model->layers[l].state_length;

@@ -23,6 +23,8 @@ const pfl_algo *const pfl_algos[] = {&pfl_algo_fedavg, &pfl_algo_local, &pfl_alg
                                      &pfl_algo_fedfomo, &pfl_algo_apple, &pfl_algo_partialfed,
                                      /* traditional methods */
                                      &pfl_algo_scaffold, &pfl_algo_feddyn, &pfl_algo_fedlc, &pfl_algo_fedntd,
+                                     /* PFLlib's personalized methods */
+                                     &pfl_algo_fml, &pfl_algo_fedkd, &pfl_algo_feddbe, &pfl_algo_fedmtl, &pfl_algo_fedbn,
                                      NULL};
 
 /* Methods registered at run time (pfl_algo_register), after the built-in ones. */

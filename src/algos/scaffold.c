@@ -154,9 +154,10 @@ static void scaffold_aggregate(pfl_fl *fl, const int *clients, int n, float *con
 
 /* Both ways: the model and a control variate (c down, c_i+ - c_i up), each
  * the shared layers' parameters. */
-static void scaffold_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
+static void scaffold_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload,
+                                   uint64_t *down, uint64_t *up) {
     const scaffold_state *s = fl->algo_state;
-    pfl_server_mean_message_bytes(fl, client, sent, down, up);
+    pfl_server_mean_message_bytes(fl, client, sent, upload, down, up);
     *down += 4 * (uint64_t)s->spans.floats;
     *up += 4 * (uint64_t)s->spans.floats;
 }

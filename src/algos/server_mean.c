@@ -81,7 +81,8 @@ static uint64_t upload_bytes(const pfl_fl *fl, const uint8_t *sent) {
     return sent ? 4 * (sent_params + state) + (params + 7) / 8 : 4 * (params + state);
 }
 
-void pfl_server_mean_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
-    pfl_default_message_bytes(fl, client, sent, down, up);
+void pfl_server_mean_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload,
+                                   uint64_t *down, uint64_t *up) {
+    pfl_default_message_bytes(fl, client, sent, upload, down, up);
     *up = upload_bytes(fl, sent);
 }

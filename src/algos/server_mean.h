@@ -33,6 +33,7 @@ void pfl_server_mean(pfl_fl *fl, const int *clients, int n, float *const *upload
  * not gather sends it (the shared layers, or the masked part and its
  * bitmap): the gather under MPI moves whole uploads between processes, the
  * client still sends the server only these. */
-void pfl_server_mean_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up);
+void pfl_server_mean_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload,
+                                   uint64_t *down, uint64_t *up);
 
 #endif

@@ -10,6 +10,7 @@
 #include "run/run.h"
 #include "util/err.h"
 #include "util/json.h"
+#include "util/safe_write.h"
 
 typedef struct {
     const char *data, *partition, *data_dir, *save, *plot;

@@ -10,6 +10,7 @@
 #include "run/results.h"
 #include "util/err.h"
 #include "util/json.h"
+#include "util/safe_write.h"
 
 /* "a,b,c" into n labels (malloc'd copy in *store), or NULL when none given. */
 static char **split_labels(const char *text, int n, char **store) {

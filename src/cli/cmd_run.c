@@ -240,6 +240,7 @@ static const char resume_usage[] =
     "rebuilds data, clients, model and method from the flags stored there, loads the state and\n"
     "trains the remaining rounds; metrics.jsonl and summary.json end as the uninterrupted run's.\n"
     "Under mpirun, with any number of processes (each reads the state of the clients it keeps).\n"
+    "A run that finished (DIR/summary.json) is left as it is. DIR is locked while it runs.\n"
     "These flags change nothing in the results, only how the run goes:";
 
 int cmd_resume(int argc, char **argv) {
@@ -275,7 +276,11 @@ int cmd_resume(int argc, char **argv) {
     }
     const pfl_resume_options r = {.threads = threads, .data_dir = data_dir, .quiet = quiet, .stop_after = stop_after,
                                   .transport = &transport};
-    if (pfl_run_resume(argv[0], &r)) return report_failure(&transport, "pfl resume");
+    const int rc = pfl_run_resume(argv[0], &r);
+    if (rc < 0) return report_failure(&transport, "pfl resume");
+    if (rc > 0 && transport.rank == 0) /* quiet or not: what happened is the answer */
+        fprintf(stderr, "pfl resume: %s: the run finished (summary.json): nothing to resume, nothing changed\n",
+                argv[0]);
     pfl_transport_finish(&transport);
     return exit_status();
 }

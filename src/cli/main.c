@@ -1,4 +1,8 @@
 /* pfl: the command-line front end. Only this layer prints errors and exits. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "nn/blas.h"
+#include "util/err.h" /* pfl_quote */
 #include "util/version.h"
 
 static void usage(FILE *f) {
@@ -44,12 +49,76 @@ static void reexec_with_better_blas(char **argv) {
     unsetenv("OPENBLAS_CORETYPE"), unsetenv("PFL_BLAS_FALLBACK"); /* exec failed: the slow kernels it is */
 }
 
-int main(int argc, char **argv) {
-    reexec_with_better_blas(argv);
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
+/* A standard stream the caller closed (pfl table RUN >&-) is opened on
+ * /dev/null the other way round (stdout, stderr for reading): a file pfl
+ * opens later would otherwise get its number and the output meant for
+ * stdout would land in it; this way writing to it fails, as it should. */
+static void keep_standard_streams_open(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+        const int null = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+        if (null >= 0 && null != fd) dup2(null, fd), close(null);
     }
+}
+
+/* Everything a command wrote to stdout must have arrived: a full disk, a
+ * closed stdout or another failed write is an error (exit 1, one line), not
+ * a success. A command that failed already said why, in its own line. */
+static int finish_stdout(const char *cmd, int rc) {
+    int err = 0;
+    errno = 0;
+    if (fflush(stdout) != 0) err = errno ? errno : -1;
+    else if (ferror(stdout)) err = -1; /* an earlier write failed; its reason is gone */
+    if (fclose(stdout) != 0 && !err) err = errno ? errno : -1;
+    if (!err) return rc;
+    if (rc == 0)
+        fprintf(stderr, "pfl%s%s: standard output: write failed: %s\n", cmd[0] == '-' ? "" : " ", cmd[0] == '-' ? "" : cmd,
+                err > 0 ? strerror(err) : "an earlier write");
+    return rc ? rc : 1;
+}
+
+/* Arguments end up in messages, which are one line each: a control
+ * character (a line break above all) in one is refused. */
+static int check_arguments(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        for (const unsigned char *c = (const unsigned char *)argv[i]; *c; c++)
+            if (*c < 0x20 || *c == 0x7f) {
+                char shown[256];
+                fprintf(stderr, "pfl: argument %d ('%s') holds a control character (a line break, a tab, ...), which "
+                                "pfl's one-line messages could not show\n",
+                        i, pfl_quote(shown, sizeof shown, argv[i], strlen(argv[i]), 120));
+                return -1;
+            }
+    return 0;
+}
+
+/* A memory-mapped file cut short under the process (the client store of
+ * --client-state, truncated by another program, or its disk failing) ends
+ * it with SIGBUS: say so in one line, then end as the signal would. Several
+ * threads can fault at once: the first says it and ends the process, the
+ * others wait for that (the handler stays installed meanwhile: a handler
+ * reset on delivery let a second thread's fault end the process unsaid). */
+static void on_bus_error(int sig) {
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    static const char msg[] = "pfl: bus error (SIGBUS): a memory-mapped file was cut short under the process (the "
+                              "client store of --client-state, truncated by another program or its disk failing)\n";
+    if (!atomic_flag_test_and_set(&said)) {
+        if (write(2, msg, sizeof msg - 1) < 0) { /* nothing more to do */ }
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        sigaction(sig, &dfl, NULL);
+        raise(sig); /* delivered once this handler returns */
+        return;
+    }
+    for (;;) pause();
+}
+
+static void catch_bus_errors(void) {
+    struct sigaction sa = {.sa_handler = on_bus_error};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
+static int dispatch(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
     if (strcmp(cmd, "partition") == 0) return cmd_partition(argc - 2, argv + 2);
@@ -68,4 +137,16 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr, "pfl: unknown command '%s' (expected run, partition, resume, model, plot, table or preset; see pfl --help)\n", cmd);
     return 2;
+}
+
+int main(int argc, char **argv) {
+    keep_standard_streams_open();
+    reexec_with_better_blas(argv);
+    catch_bus_errors();
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (check_arguments(argc, argv)) return 2;
+    return finish_stdout(argv[1], dispatch(argc, argv));
 }

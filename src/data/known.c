@@ -48,6 +48,7 @@
 #include "data/data.h"
 #include "util/err.h"
 #include "util/md5.h"
+#include "util/safe_write.h"
 
 typedef struct {
     const char *dataset, *file; /* file: the name without .gz */
@@ -146,10 +147,10 @@ static void cache_store(const char *key, const char *md5) {
         mkdir(path, 0755); /* exists already, mostly */
         *slash = '/';
     }
-    FILE *f = fopen(path, "a");
+    FILE *f = pfl_stream_open(path, true); /* never through a link, a pipe or a device */
     if (!f) return;
     fprintf(f, "%s %s\n", key, md5); /* one short append: atomic beside other processes' */
-    fclose(f);
+    pfl_stream_close(f, path);
 }
 
 /* File times have the kernel clock's granularity (a few ms): a file changed

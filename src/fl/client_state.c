@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fl/fl.h"
 #include "fl/loop.h"
 #include "modules/modules.h"
 #include "util/err.h"

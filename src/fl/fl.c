@@ -506,7 +506,7 @@ static void run_client(pfl_fl *fl, pfl_worker *w, int client, int slot, float *u
     if (fl->sent) pfl_flayer_mask(fl->sent[slot], fl->model, w->model, w->start, w->aux);
     pfl_fl_keep_trained(fl, client, w); /* the client's state; --eval-moment after-train: the trained model */
     (algo->message_bytes ? algo->message_bytes : pfl_default_message_bytes)(fl, client, fl->sent ? fl->sent[slot] : NULL,
-                                                                            &record->down, &record->up);
+                                                                            upload, &record->down, &record->up);
 }
 
 static void train_clients(pfl_fl *fl, const int *selected, const int *order, int mine, float *const *uploads,

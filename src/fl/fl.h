@@ -99,6 +99,10 @@ int pfl_fl_stopped_by(void);
  * collective: each owner hashes its clients. pfl_fl_run fills
  * fl->personal_sha256 with it after the last round. */
 int pfl_fl_personal_digest(pfl_fl *fl, uint8_t digest[32]);
+/* --ala: fl->ala_start from every client's start phase (MPI: a collective,
+ * every rank calls it; pfl_fl_run does after the last round, a resume of a
+ * finished run's last checkpoint calls it itself); 0, or -1 with a message. */
+int pfl_fl_sum_ala_start(pfl_fl *fl);
 
 /* Evaluates now and fills m (round, accuracies; not timing or loss). */
 int pfl_fl_evaluate(pfl_fl *fl, pfl_round_metrics *m);

@@ -21,9 +21,6 @@ int pfl_fl_create_stores(pfl_fl *fl, bool stateful);
 void pfl_fl_free_stores(pfl_fl *fl);
 void pfl_fl_keep_trained(pfl_fl *fl, int client, pfl_worker *w);
 void pfl_fl_release_client(pfl_fl *fl, int client);
-/* --ala: fl->ala_start from every client's start phase (MPI: a collective,
- * every rank calls it); 0, or -1 with a message. */
-int pfl_fl_sum_ala_start(pfl_fl *fl);
 int pfl_fl_store_failed(const pfl_fl *fl);
 void pfl_fl_free_shards(pfl_fl *fl); /* what pfl_fl_save_shards keeps for rank 0 (pfl_fl_destroy calls it) */
 

@@ -137,10 +137,15 @@ struct pfl_algo {
     void (*report)(const pfl_fl *fl, FILE *f, int what);
     /* The bytes of one round's messages with `client`, as the method defines
      * them: to the client (*down) and from it (*up). `sent` is the client's
-     * upload mask when FLAYER's mask is on, else NULL. NULL hook:
+     * upload mask when FLAYER's mask is on, else NULL; `upload` the upload
+     * its hook just wrote, for a method whose messages' size depends on what
+     * they hold (FedKD's compression). Called by the rank that trained the
+     * client, after the upload hook and before the round's aggregation (the
+     * server state it reads is the last aggregation's). NULL hook:
      * pfl_default_message_bytes. The round loop sums it over the clients
      * that trained (metrics bytes_down/bytes_up, summary per round). */
-    void (*message_bytes)(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up);
+    void (*message_bytes)(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                          uint64_t *up);
     /* Checkpoints: `save` writes every part of algo_state that changes
      * during a run, as named sections ("<algo name>.<part>"); `load` reads
      * them back into the state `create` just made for the same
@@ -180,7 +185,8 @@ void pfl_default_aggregate(pfl_fl *fl, const int *clients, int n, float *const *
  * whole uploads (whole_uploads); under FLAYER's mask (`sent` non-NULL) the
  * shared parameters sent plus a bitmap of which (one bit per shared
  * parameter). */
-void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up);
+void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                               uint64_t *up);
 
 /* ---- BatchNorm state (--bn) ---- */
 

@@ -16,8 +16,9 @@ void pfl_default_upload(pfl_fl *fl, int client, const float *model, float *uploa
     memcpy(upload, model, pfl_model_vector_len(fl->model) * sizeof(float));
 }
 
-void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, uint64_t *down, uint64_t *up) {
-    (void)client;
+void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                               uint64_t *up) {
+    (void)client, (void)upload;
     const pfl_model *m = fl->model;
     uint64_t params = 0, state = 0, sent_params = 0;
     for (int l = 0; l < pfl_model_rows(m); l++) { /* extra blocks too */

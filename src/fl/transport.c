@@ -26,9 +26,9 @@ static int launched_size(void) {
 
 bool pfl_transport_distributed(const pfl_transport *t) { return t && t->size > 1; }
 
-static void count_in(pfl_transport *t, size_t bytes) { t->in[t->tally] += (long)bytes; }
-
 #ifdef PFL_MPI
+
+static void count_in(pfl_transport *t, size_t bytes) { t->in[t->tally] += (long)bytes; }
 
 int pfl_transport_init(pfl_transport *t) {
     memset(t, 0, sizeof *t);

@@ -98,6 +98,18 @@ typedef struct {
     const char *lc_counts;   /* fedlc: n_y over every client's training labels (global) or the client's (local) */
     float ntd_beta;          /* fedntd: beta, the weight of the not-true distillation */
     float ntd_tau;           /* fedntd: tau, its softmax temperature */
+    /* PFLlib's personalized methods: FML, FedKD, FedDBE, FedMTL */
+    float fml_alpha;        /* fml: weight of the personal model's cross-entropy (1 - alpha: its KL term) */
+    float fml_beta;         /* fml: weight of the meme model's cross-entropy (1 - beta: its KL term) */
+    bool fml_detach;        /* fml: each KL term's target held fixed (PFLlib: both terms reach both models) */
+    float kd_mentee_lr;     /* fedkd: learning rate of the mentee, the model exchanged */
+    float kd_t_start;       /* fedkd: energy the SVD keeps in round 1 ... */
+    float kd_t_end;         /* ... growing linearly to this after the last round */
+    bool kd_update;         /* fedkd: compress the update (the paper) instead of the weights (PFLlib) */
+    bool kd_paper_rank;     /* fedkd: keep every singular value when fewer do not reach the energy (the paper) */
+    float dbe_momentum;     /* feddbe: momentum of the representation's running mean */
+    float dbe_klw;          /* feddbe: weight of the mean regularization */
+    bool mtl_reg_grad;      /* fedmtl: the regularizer's gradient reaches the model (PFLlib: none) */
 } pfl_algo_params;
 
 /* Modules any algorithm can switch on (DESIGN.md §2): FedALA's adaptive local

@@ -61,3 +61,35 @@ const char *pfl_blas_better_core(void) {
 }
 int pfl_blas_is_openblas(void) { return 1; }
 #endif
+
+/* ---- LAPACK: the SVD ---- */
+
+/* LAPACK's single-precision divide-and-conquer SVD (Fortran calling
+ * convention, column-major; the hidden length of the one character
+ * argument last). Debian's OpenBLAS carries LAPACK in libopenblas; a
+ * generic CBLAS build links the reference -llapack (Makefile). */
+extern void sgesdd_(const char *jobz, const int *m, const int *n, float *a, const int *lda, float *s, float *u,
+                    const int *ldu, float *vt, const int *ldvt, float *work, const int *lwork, int *iwork, int *info,
+                    size_t jobz_len);
+
+int pfl_svd(float *a, int rows, int cols, float *s, float *u, float *vt) {
+    /* A row-major rows x cols matrix is the column-major cols x rows matrix
+     * A^T = U' S V'^T, so A = V' S U'^T: LAPACK's V'^T (k x rows,
+     * column-major) is A's u (rows x k, row-major) and its U' (cols x k,
+     * column-major) A's vt (k x cols, row-major), byte for byte. */
+    const int m = cols, n = rows, k = rows < cols ? rows : cols;
+    const char *jobz = u && vt ? "S" : "N";
+    float *lu = u && vt ? vt : NULL, *lvt = u && vt ? u : NULL, query;
+    const int ldu = u && vt ? m : 1, ldvt = u && vt ? k : 1;
+    int lwork = -1, info = 0;
+    int *iwork = malloc(sizeof(int) * 8 * (size_t)(k > 0 ? k : 1));
+    if (!iwork) return -1;
+    sgesdd_(jobz, &m, &n, a, &m, s, lu, &ldu, lvt, &ldvt, &query, &lwork, iwork, &info, 1);
+    lwork = info == 0 ? (int)query + 1 : 0;
+    float *work = info == 0 ? malloc(sizeof(float) * (size_t)lwork) : NULL;
+    if (work) sgesdd_(jobz, &m, &n, a, &m, s, lu, &ldu, lvt, &ldvt, work, &lwork, iwork, &info, 1);
+    else if (info == 0) info = -1000;
+    free(work);
+    free(iwork);
+    return info == 0 ? 0 : -1;
+}

@@ -32,4 +32,12 @@ const char *pfl_blas_better_core(void);
 /* 1 when built against OpenBLAS. */
 int pfl_blas_is_openblas(void);
 
+/* The thin SVD of the row-major rows x cols matrix `a` (destroyed), k =
+ * min(rows, cols): its singular values, descending, into s (k floats); with
+ * u and vt both non-NULL its singular vectors too, row-major, u rows x k and
+ * vt k x cols (a = u diag(s) vt). LAPACK's sgesdd, which Debian's OpenBLAS
+ * carries (a BLAS=generic build links the reference LAPACK). 0, or -1 when
+ * LAPACK fails or memory runs out. */
+int pfl_svd(float *a, int rows, int cols, float *s, float *u, float *vt);
+
 #endif

@@ -9,15 +9,15 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <sys/stat.h>
-#include <unistd.h> /* unlink, access */
+#include <unistd.h> /* access */
 
 #include "algos/algos.h"
 #include "nn/blas.h"
+#include "run/folder.h"
 #include "run/output.h"
 #include "run/run.h"
 #include "util/err.h"
-#include "util/json.h" /* pfl_mkdirs */
+#include "util/safe_write.h" /* pfl_mkdirs */
 
 static double seconds_since(const struct timespec *t0) {
     struct timespec t1;
@@ -137,10 +137,18 @@ static int build_model(pfl_model *model, const pfl_run_options *o, const pfl_dat
     return -1;
 }
 
-int pfl_run(pfl_run_options *o, pfl_ckpt_reader *resume) {
-    if (o->seeds && !resume) return pfl_run_seeds(o, NULL);
-    const pfl_algo *algo = pfl_algo_find(o->algo);
-    if (!algo || check_options(o)) return -1;
+/* After the last round's evaluation, or resumed from the checkpoint of the
+ * last round (or of the round --auto-break stopped at): the fingerprint of
+ * the clients' final models and ALA's start phase, which the round loop
+ * computes only when it evaluates the last round itself. */
+static int finish_models(pfl_fl *fl) {
+    return pfl_fl_personal_digest(fl, fl->personal_sha256) || pfl_fl_sum_ala_start(fl) ? -1 : 0;
+}
+
+/* The run o describes (checked: check_options), into o->out when it is set
+ * (`folder`: the folder, locked; NULL when the caller holds it or there is
+ * none), from the start or from the checkpoint `resume`. */
+static int run_experiment(pfl_run_options *o, const pfl_algo *algo, pfl_ckpt_reader *resume, run_folder *folder) {
     pfl_dataset data = {0};
     pfl_partition part = {0};
     pfl_model model;
@@ -148,6 +156,7 @@ int pfl_run(pfl_run_options *o, pfl_ckpt_reader *resume) {
     run_report report;
     int rc = -1;
     if (pfl_run_report_init(&report, o)) return -1;
+    report.folder = folder;
     if (o->checkpoint_every > 0 && !(report.flags = pfl_run_flags(o, &report.flags_len))) goto done;
     /* Fail on an unwritable --out before spending minutes on data and training
      * (resuming touches the outputs only once the checkpoint has loaded). */
@@ -164,7 +173,7 @@ int pfl_run(pfl_run_options *o, pfl_ckpt_reader *resume) {
     if (pfl_fl_create(&fl, &o->cfg, &model, &data, &part, algo)) goto done;
     if (resume) {
         if (pfl_fl_load(&fl, resume) || pfl_run_load_report(resume, &report)) goto done;
-        if (o->out && !(report.metrics = pfl_run_reopen_metrics(&report, fl.round))) goto done;
+        if (o->out && !(report.metrics = pfl_run_reopen_metrics(&report, resume, fl.round))) goto done;
         pfl_run_say(o, "[pfl] resuming %s after round %d of %d", resume->path, fl.round, o->cfg.rounds);
     }
     if (pfl_transport_distributed(o->cfg.transport)) /* MPI */
@@ -177,9 +186,12 @@ int pfl_run(pfl_run_options *o, pfl_ckpt_reader *resume) {
     int stopped = resume && fl.round < o->cfg.rounds && pfl_run_should_stop_early(&report);
     if (pfl_transport_share(o->cfg.transport, &stopped, sizeof stopped, 0)) goto done;
     report.stopped_early = stopped;
-    if (!report.stopped_early && pfl_fl_run_with(&fl, pfl_run_on_round, pfl_run_after_round, &report)) goto done;
-    if (report.stopped_early) { /* the last evaluation's models are the final ones (a collective under MPI) */
-        if (pfl_fl_personal_digest(&fl, fl.personal_sha256)) goto done;
+    const bool trained_before = resume && fl.round == o->cfg.rounds; /* killed before its summary was written */
+    if (!report.stopped_early && !trained_before &&
+        pfl_fl_run_with(&fl, pfl_run_on_round, pfl_run_after_round, &report))
+        goto done;
+    if (report.stopped_early || trained_before) { /* the last evaluation's models are the final ones (MPI: collective) */
+        if (finish_models(&fl)) goto done;
     } else if (fl.round < o->cfg.rounds && fl.stop_signal) { /* its checkpoint is written */
         pfl_run_say(o, "[pfl] %s: stopped after round %d with its checkpoint: pfl resume %s goes on",
                     fl.stop_signal == SIGINT ? "SIGINT" : "SIGTERM", fl.round, o->out ? o->out : "DIR");
@@ -193,17 +205,43 @@ int pfl_run(pfl_run_options *o, pfl_ckpt_reader *resume) {
     if (pfl_transport_traffic(o->cfg.transport, &report.traffic) || /* MPI: every rank takes part in both */
         pfl_run_measure_memory(&fl, &report))
         goto done;
+    /* every metrics line on disk before the summary says the run is complete */
+    if (report.metrics && pfl_run_close_metrics(&report)) goto done;
     if (o->out && pfl_run_write_summary(&fl, &report)) goto done;
     pfl_run_say_done(&fl, &report);
     rc = 0;
 done:
-    if (report.metrics) fclose(report.metrics);
+    if (report.metrics && rc == 0) rc = pfl_run_close_metrics(&report); /* --stop-after: checked too */
+    else if (report.metrics) fclose(report.metrics); /* the run's own failure is the message */
     free(report.flags);
     free(report.evals);
     pfl_fl_destroy(&fl);
     pfl_partition_free(&part);
     pfl_dataset_free(&data);
     return rc;
+}
+
+/* A new run into o->out: the folder locked and claimed (refused when it
+ * holds another run, unless --overwrite), and on failure left as it was
+ * found, or holding a run pfl resume can go on with. */
+static int run_new(pfl_run_options *o, const pfl_algo *algo) {
+    run_folder folder;
+    if (pfl_run_folder_lock(&folder, o->out, true)) return -1;
+    if (pfl_run_folder_claim(&folder, o->overwrite)) {
+        pfl_run_folder_unlock(&folder);
+        return -1;
+    }
+    const int rc = run_experiment(o, algo, NULL, &folder);
+    if (rc) pfl_run_folder_discard(&folder);
+    pfl_run_folder_unlock(&folder);
+    return rc;
+}
+
+int pfl_run(pfl_run_options *o, pfl_ckpt_reader *resume) {
+    if (o->seeds && !resume) return pfl_run_seeds(o, NULL);
+    const pfl_algo *algo = pfl_algo_find(o->algo);
+    if (!algo || check_options(o)) return -1;
+    return o->out && !resume ? run_new(o, algo) : run_experiment(o, algo, resume, NULL);
 }
 
 /* ---- going on from a checkpoint ---- */
@@ -229,20 +267,13 @@ static int check_stored_flags(char **argv, int argc) {
     return pfl_err("no --algo among %d (a checkpoint pfl wrote lists every flag of its run)", argc);
 }
 
-int pfl_run_resume(const char *dir, const pfl_resume_options *r) {
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s/checkpoint", dir) >= (int)sizeof path) return pfl_err("%s: path too long", dir);
-    pfl_ckpt_reader rd;
-    if (pfl_ckpt_open(&rd, path)) return -1;
-    /* a checkpoint.tmp beside a good checkpoint is a write a crash cut short (MPI: rank 0 tidies) */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (!pfl_transport_distributed(r->transport) || r->transport->rank == 0) unlink(tmp);
+/* Goes on with the run of the locked folder `dir` from its checkpoint rd. */
+static int resume_from(pfl_ckpt_reader *rd, const char *dir, const pfl_resume_options *r) {
     char *flags = NULL, **argv = NULL;
     uint64_t len = 0;
     int rc = -1, argc = 0;
-    if (pfl_ckpt_length(&rd, "cli.flags", &len) || !(flags = pfl_malloc((size_t)len + 1)) ||
-        pfl_ckpt_get(&rd, "cli.flags", flags, (size_t)len))
+    if (pfl_ckpt_length(rd, "cli.flags", &len) || !(flags = pfl_malloc((size_t)len + 1)) ||
+        pfl_ckpt_get(rd, "cli.flags", flags, (size_t)len))
         goto done;
     flags[len] = '\0';
     pfl_run_options o;
@@ -250,7 +281,7 @@ int pfl_run_resume(const char *dir, const pfl_resume_options *r) {
         pfl_run_options_parse(&o, argc, argv, true)) {
         char why[512]; /* the message is rewritten around itself: copy it first */
         snprintf(why, sizeof why, "%s", pfl_errmsg());
-        pfl_err("%s: stored flags: %s", path, why);
+        pfl_err("%s: stored flags: %s", rd->path, why);
         goto done;
     }
     o.cfg.transport = r->transport;
@@ -260,14 +291,45 @@ int pfl_run_resume(const char *dir, const pfl_resume_options *r) {
     o.quiet |= r->quiet || !o.out;
     o.stop_after = r->stop_after; /* the stop of the interrupted invocation is not this one's */
     o.progress = r->progress, o.progress_ctx = r->progress_ctx;
+    const pfl_algo *algo = pfl_algo_find(o.algo);
     if (o.seeds) /* several seeds: this checkpoint holds the whole run's flags, each seed its own */
         rc = pfl_run_seeds(&o, r);
+    else if (!algo || check_options(&o))
+        rc = -1;
     else /* killed before round 0's checkpoint: the run starts over */
-        rc = pfl_run(&o, pfl_ckpt_has(&rd, "cli.not_started") ? NULL : &rd);
+        rc = run_experiment(&o, algo, pfl_ckpt_has(rd, "cli.not_started") ? NULL : rd, NULL);
 done:
     free(argv);
     free(flags);
-    pfl_ckpt_close(&rd);
+    return rc;
+}
+
+/* Under mpirun rank 0 owns the folder: it locks it, tidies what a crash
+ * left and says for every rank whether the run finished (1), goes on (0)
+ * or cannot (-1); every rank then reads the checkpoint. */
+int pfl_run_resume(const char *dir, const pfl_resume_options *r) {
+    const bool owner = !pfl_transport_distributed(r->transport) || r->transport->rank == 0;
+    run_folder folder = {.lock_fd = -1};
+    int state = 0;
+    if (owner) {
+        if (pfl_run_folder_lock(&folder, dir, false)) state = -1;
+        else if (pfl_run_folder_finished(dir)) state = 1;
+        else pfl_run_folder_remove_temporaries(dir); /* what a crash cut short beside a good checkpoint */
+    }
+    if (pfl_transport_share(r->transport, &state, sizeof state, 0)) state = -1;
+    else if (state < 0 && !owner) pfl_err("%s: rank 0 could not take the folder", dir);
+    int rc = state;
+    if (state == 0) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/checkpoint", dir);
+        pfl_ckpt_reader rd;
+        rc = pfl_ckpt_open(&rd, path) ? -1 : 0;
+        if (rc == 0) {
+            rc = resume_from(&rd, dir, r);
+            pfl_ckpt_close(&rd);
+        }
+    }
+    pfl_run_folder_unlock(&folder);
     return rc;
 }
 
@@ -306,15 +368,20 @@ int pfl_run_seeds(pfl_run_options *o, const pfl_resume_options *resume) {
                        "(--seed N --out DIR/seed-N)");
     if (!o->seeds || pfl_parse_seeds(o->seeds, &seeds, &n)) return o->seeds ? -1 : pfl_err("--seeds: none given");
     int rc = -1;
+    run_folder folder = {.lock_fd = -1};
     if (o->checkpoint_every > 0 && !o->out) {
         pfl_err("--checkpoint-every needs --out DIR (where it writes)");
         goto done;
     }
+    /* a new run owns the whole folder (pfl_run_resume holds it when resuming) */
+    if (o->out && !resume && pfl_run_folder_lock(&folder, o->out, true)) goto done;
+    if (o->out && !resume && pfl_run_folder_claim(&folder, o->overwrite)) goto done;
     if (o->out && !resume && o->checkpoint_every > 0 && write_seeds_checkpoint(o)) goto done;
     char dir[4096], path[4200];
     for (int i = 0; i < n; i++) {
         pfl_run_options one = *o;
         one.seeds = NULL, one.cfg.seed = seeds[i];
+        one.overwrite = true; /* what a seed's folder holds is this run's: an interrupted seed starts over */
         if (o->out) {
             if (snprintf(dir, sizeof dir, "%s/seed-%llu", o->out, (unsigned long long)seeds[i]) >= (int)sizeof dir) {
                 pfl_err("%s: path too long", o->out);
@@ -331,7 +398,7 @@ int pfl_run_seeds(pfl_run_options *o, const pfl_resume_options *resume) {
                 o->out ? dir : "");
         if (o->out) snprintf(path, sizeof path, "%s/checkpoint", dir);
         if (o->out && resume && file_exists(path)) {
-            if (pfl_run_resume(dir, resume)) goto done;
+            if (pfl_run_resume(dir, resume) < 0) goto done;
         } else if (pfl_run(&one, NULL)) {
             goto done;
         }
@@ -344,6 +411,7 @@ int pfl_run_seeds(pfl_run_options *o, const pfl_resume_options *resume) {
     rc = o->out ? pfl_seeds_summarize(o->out, seeds, n) : 0;
     if (rc == 0 && o->out) pfl_run_say(o, "[pfl] wrote %s/summary.json over %d seeds", o->out, n);
 done:
+    pfl_run_folder_unlock(&folder); /* removes the folder a failed run made, when empty */
     free(seeds);
     return rc;
 }

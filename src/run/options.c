@@ -52,7 +52,7 @@ const pfl_param pfl_run_params[] = {
      .help = "evaluate every K rounds (and after the last)"},
     {RUN_PARAM(INT, "eval-batch", cfg.eval_batch), .def = 100, .min = 1, .max = 1e5, .metavar = "B",
      .help = "batch size for evaluation only"},
-    /* the round's semantics (issue 14): words parsed by pfl_parse_semantics, docs/evaluation.md */
+    /* the round's semantics: words parsed by pfl_parse_semantics, docs/evaluation.md */
     {RUN_PARAM(STRING, "eval-moment", eval_moment), .def_text = "after-init", .metavar = "WHEN",
      .help = "personalized model evaluated: after-init (as each client holds it after the server's message and "
              "local initialization, before training) | after-train (as its latest training left it)"},
@@ -73,6 +73,9 @@ const pfl_param pfl_run_params[] = {
              "those flags take names too (fc, layer4.*)"},
     {RUN_PARAM(STRING, "data-dir", data_dir), .metavar = "DIR", .help = "data directory (env PFL_DATA)"},
     {RUN_PARAM(STRING, "out", out), .metavar = "DIR", .help = "write metrics.jsonl and summary.json here"},
+    {RUN_PARAM(BOOL, "overwrite", overwrite),
+     .help = "--out DIR may hold another run: remove that run's files (summary.json, metrics.jsonl, checkpoint, "
+             "seed-N/) first; without it such a folder is refused"},
     {RUN_PARAM(BOOL, "quiet", quiet), .help = "no progress lines"},
     {PFL_ALGO_PARAM(INT, "local-steps", local_steps), .max = 1e7, .metavar = "K",
      .help = "a local epoch is K batches (reshuffled after each pass) instead of one pass, every algorithm "
@@ -295,7 +298,7 @@ int pfl_run_options_parse(pfl_run_options *o, int argc, char **argv, bool stored
     const pfl_param *given[64];
     const pfl_module *given_module[64];
     int num_given = 0;
-    bool top_cnt_given = false;
+    bool top_cnt_given = false, seed_given = false;
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         const pfl_module *module;
@@ -324,6 +327,7 @@ int pfl_run_options_parse(pfl_run_options *o, int argc, char **argv, bool stored
         }
         if (pfl_param_parse(p, &b, value)) return -1;
         top_cnt_given |= !strcmp(p->name, "top-cnt");
+        seed_given |= !strcmp(p->name, "seed");
         if (module && p != &module->params[0] && num_given < 64)
             given[num_given] = p, given_module[num_given++] = module;
     }
@@ -332,6 +336,12 @@ int pfl_run_options_parse(pfl_run_options *o, int argc, char **argv, bool stored
     if (o->seeds && pfl_parse_seeds(o->seeds, NULL, NULL)) return -1;
     if (!stored && o->seeds && !o->out)
         return pfl_err("--seeds: needs --out DIR (seed N writes DIR/seed-N, the summary over seeds DIR/summary.json)");
+    if (!stored && o->seeds && seed_given)
+        return pfl_err("--seed and --seeds: give one (--seeds %s runs each seed of its list)", o->seeds);
+    /* round(join x clients) clients train each round: none would be a run that trains nothing */
+    if (!stored && lround(o->cfg.join * o->cfg.clients) < 1)
+        return pfl_err("--join %g: selects round(%g x %d) = 0 of the clients each round; give at least %g",
+                       o->cfg.join, o->cfg.join, o->cfg.clients, 0.5 / o->cfg.clients);
     /* the literal reading is a way of aggregating masks: it switches the mask on */
     o->cfg.modules.flayer_mask |= o->cfg.modules.flayer_mask_literal;
     for (int k = 0; k < num_given && !stored; k++)
@@ -445,6 +455,13 @@ int pfl_run_resolve_layers(pfl_run_options *o) {
     return r.failed;
 }
 
+/* Whether the method sets the default of the run's flag `name` to `value` (pfl_algo.run_defaults). */
+static bool run_default_is(const pfl_algo *algo, const char *name, const char *value) {
+    for (const char *const *d = algo->run_defaults; d && d[0]; d += 2)
+        if (!strcmp(d[0], name)) return !strcmp(d[1], value);
+    return false;
+}
+
 int pfl_run_options_finish(pfl_run_options *o) {
     const pfl_algo *algo = pfl_algo_find(o->algo);
     if (!algo) return -1;
@@ -455,6 +472,11 @@ int pfl_run_options_finish(pfl_run_options *o) {
         const bool mixes = pfl_run_module_on(o, &pfl_module_ala) || pfl_run_module_on(o, &pfl_module_flayer_agg);
         o->bn = mixes && pfl_model_has_batchnorm(o->model) ? "stats-local" : "shared";
     }
+    /* a method that is --bn local by definition (FedBN) on a model without
+     * BatchNorm has nothing to keep local: FedAvg's shared mode */
+    if (o->bn && !strcmp(o->bn, "local") && !pfl_model_has_batchnorm(o->model) &&
+        run_default_is(algo, "bn", "local"))
+        o->bn = "shared";
     return 0;
 }
 

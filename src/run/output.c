@@ -2,6 +2,7 @@
  * summary.json, and the sections of the checkpoint that are the run's own
  * (its flags and report). What a method or a module adds to them comes
  * from its report hook (util/report.h); nothing here knows a method. */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,7 +10,6 @@
 #include <string.h>
 #include <sys/resource.h> /* getrusage: the summary's peak resident memory */
 #include <time.h>
-#include <unistd.h> /* checkpoints: fsync */
 
 #include <jansson.h> /* reading metrics.jsonl back on resuming */
 
@@ -17,6 +17,7 @@
 #include "run/output.h"
 #include "util/err.h"
 #include "util/json.h"
+#include "util/safe_write.h"
 #include "util/sha256.h"
 
 /* ---- progress lines ---- */
@@ -126,15 +127,15 @@ static void client_tail(const double *acc, int clients, double *p10, double *min
     free(sorted);
 }
 
-static void write_metrics_line(FILE *f, const pfl_round_metrics *m, const pfl_fl *fl, const run_eval *e) {
+static void format_metrics_line(FILE *f, const pfl_round_metrics *m, const pfl_fl *fl, const run_eval *e) {
     fprintf(f, "{\"round\":%d,\"local_acc\":", m->round);
     pfl_json_number(f, m->local_acc);
     fputs(",\"local_acc_mean\":", f);
     pfl_json_number(f, m->local_acc_mean);
     fputs(",\"local_acc_std\":", f);
     pfl_json_number(f, m->local_acc_std);
-    fputs(",\"local_acc_joined\":", f), pfl_json_number(f, m->local_acc_joined); /* issue 14: FedALA's rho = 0.5* */
-    fputs(",\"local_acc_p10\":", f), pfl_json_number(f, e->p10); /* issue 18: the clients left behind */
+    fputs(",\"local_acc_joined\":", f), pfl_json_number(f, m->local_acc_joined); /* FedALA's rho = 0.5* */
+    fputs(",\"local_acc_p10\":", f), pfl_json_number(f, e->p10); /* the clients left behind */
     fputs(",\"local_acc_min\":", f), pfl_json_number(f, e->min);
     fputs(",\"global_acc\":", f);
     pfl_json_number(f, m->global_acc);
@@ -161,7 +162,43 @@ static void write_metrics_line(FILE *f, const pfl_round_metrics *m, const pfl_fl
         pfl_json_number(f, m->client_acc[c]);
     }
     fputs("]}\n", f);
-    fflush(f);
+}
+
+static void metrics_path(const run_report *r, char *path, size_t size) {
+    snprintf(path, size, "%s/metrics.jsonl", r->o->out);
+}
+
+/* Appends text to metrics.jsonl, flushed, and to the digest of its bytes;
+ * a failure stops the run after the round (pfl_run_after_round). */
+static void append_metrics(run_report *r, const char *text, size_t len) {
+    char path[4200];
+    metrics_path(r, path, sizeof path);
+    if (fwrite(text, 1, len, r->metrics) != len) { /* the reason, while errno still holds it */
+        r->write_failed = true;
+        pfl_err("%s: write failed: %s", path, strerror(errno));
+        return;
+    }
+    if (pfl_stream_flush(r->metrics, path, false)) {
+        r->write_failed = true;
+        return;
+    }
+    pfl_sha256_update(&r->metrics_sha, text, len);
+    r->metrics_bytes += len;
+}
+
+/* The round's line, built whole in memory, then appended. */
+static void write_metrics_line(run_report *r, const pfl_round_metrics *m, const pfl_fl *fl, const run_eval *e) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f) format_metrics_line(f, m, fl, e);
+    if (!f || fclose(f) != 0 || !text) {
+        r->write_failed = true;
+        pfl_err("%s/metrics.jsonl: out of memory formatting a line", r->o->out);
+    } else {
+        append_metrics(r, text, len);
+    }
+    free(text);
 }
 
 /* Evaluated rounds among 0..round: 0, every eval_every-th, and the last. */
@@ -172,6 +209,7 @@ static int evaluated_rounds(int round, int eval_every, int rounds) {
 int pfl_run_report_init(run_report *r, const pfl_run_options *o) {
     memset(r, 0, sizeof *r);
     r->o = o, r->best_local = NAN, r->best_global = NAN;
+    pfl_sha256_init(&r->metrics_sha);
     r->cap_evals = evaluated_rounds(o->cfg.rounds, o->cfg.eval_every, o->cfg.rounds);
     return (r->evals = pfl_malloc(sizeof(run_eval) * (size_t)r->cap_evals)) ? 0 : -1;
 }
@@ -214,7 +252,7 @@ void pfl_run_on_round(const pfl_round_metrics *m, const pfl_fl *fl, void *ctx) {
     run_eval e = {.round = m->round, .local = m->local_acc, .global = m->global_acc};
     client_tail(m->client_acc, fl->cfg.clients, &e.p10, &e.min);
     remember_eval(r, &e);
-    if (r->metrics) write_metrics_line(r->metrics, m, fl, &e);
+    if (r->metrics && !r->write_failed) write_metrics_line(r, m, fl, &e);
     if (r->o->quiet || !line_open(&l)) return;
     fprintf(l.f, "[pfl] round %*d/%d  local %.4f (mean %.4f, std %.4f)  global ", m->round < 10 ? 1 : 0, m->round, R,
             m->local_acc, m->local_acc_mean, m->local_acc_std);
@@ -261,7 +299,7 @@ int pfl_run_measure_memory(const pfl_fl *fl, run_report *r) {
     return rc;
 }
 
-/* Memory (issue 19): the peak resident memory, the client stores' bytes, and
+/* Memory: the peak resident memory, the client stores' bytes, and
  * where they were kept when not in memory. */
 static void write_memory_fields(FILE *f, const pfl_run_options *o, const run_report *r) {
     fprintf(f, ",\n  \"peak_rss_bytes\": %ld,\n  \"client_state_bytes\": %ld", r->peak_rss, r->state_bytes);
@@ -360,7 +398,7 @@ static void write_summary_fields(FILE *f, const pfl_run_options *o, const pfl_fl
                "\"flayer_mask_literal\": %s}",
             mod->ala ? "true" : "false", mod->flayer_agg ? "true" : "false", mod->flayer_lr ? "true" : "false",
             mod->flayer_mask ? "true" : "false", mod->flayer_mask_literal ? "true" : "false");
-    fprintf(f, ",\n  \"eval_moment\": \"%s\",\n  \"init_clients\": \"%s\",\n  \"step_budget\": \"%s\"", /* issue 14 */
+    fprintf(f, ",\n  \"eval_moment\": \"%s\",\n  \"init_clients\": \"%s\",\n  \"step_budget\": \"%s\"",
             pfl_eval_moment_name(fl->cfg.eval_moment), pfl_init_clients_name(fl->cfg.init_clients),
             pfl_step_budget_name(fl->cfg.step_budget));
     fputs(",\n  \"layer_unit\": ", f); /* what the layer counts below count (nn/layer_units.h) */
@@ -391,7 +429,7 @@ static void write_summary_fields(FILE *f, const pfl_run_options *o, const pfl_fl
     write_transport_fields(f, o, fl, r); /* MPI */
     write_memory_fields(f, o, r);
     write_blas_field(f);
-    fputs(",\n  \"personal_models_sha256\": \"", f); /* issue 14: runs compared bit for bit */
+    fputs(",\n  \"personal_models_sha256\": \"", f); /* runs compared bit for bit */
     for (int i = 0; i < 32; i++) fprintf(f, "%02x", fl->personal_sha256[i]);
     fprintf(f, "\",\n  \"global_model_sha256\": \"%s\"\n}\n", sha);
 }
@@ -429,12 +467,20 @@ void pfl_run_say_done(const pfl_fl *fl, const run_report *r) {
 }
 
 FILE *pfl_run_open_metrics(const char *out) {
-    if (pfl_mkdirs(out)) return NULL;
     char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", out);
-    FILE *f = fopen(path, "w");
-    if (!f) pfl_err("%s: cannot write", path);
-    return f;
+    if (snprintf(path, sizeof path, "%s/metrics.jsonl", out) >= (int)sizeof path) {
+        pfl_err("%s: path too long", out);
+        return NULL;
+    }
+    return pfl_stream_open(path, false);
+}
+
+int pfl_run_close_metrics(run_report *r) {
+    char path[4200];
+    metrics_path(r, path, sizeof path);
+    FILE *f = r->metrics;
+    r->metrics = NULL;
+    return pfl_stream_close(f, path);
 }
 
 /* ---- checkpoints (pfl_run_resume) ---- */
@@ -445,8 +491,14 @@ static int save_report(pfl_ckpt_writer *w, const run_report *r) {
     const double values[7] = {r->best_local,   r->best_global,      r->final_local, r->final_global,
                               r->final_local_mean, r->final_local_std, r->elapsed};
     const int rounds[2] = {r->best_local_round, r->best_global_round};
+    /* the metrics rows this checkpoint covers, so that resuming keeps those and no others */
+    pfl_sha256 sha = r->metrics_sha;
+    uint8_t digest[32];
+    pfl_sha256_final(&sha, digest);
     return pfl_ckpt_put(w, "cli.flags", r->flags, r->flags_len) || pfl_ckpt_put_f64(w, "cli.report", values, 7) ||
-                   pfl_ckpt_put_i32(w, "cli.best_rounds", rounds, 2)
+                   pfl_ckpt_put_i32(w, "cli.best_rounds", rounds, 2) ||
+                   (r->metrics && (pfl_ckpt_put_int(w, "cli.metrics_bytes", (int64_t)r->metrics_bytes) ||
+                                   pfl_ckpt_put(w, "cli.metrics_sha256", digest, sizeof digest)))
                ? -1
                : 0;
 }
@@ -463,14 +515,16 @@ int pfl_run_load_report(pfl_ckpt_reader *rd, run_report *r) {
 }
 
 static int write_checkpoint(const run_report *r, pfl_fl *fl) {
-    /* the metrics lines the checkpoint counts reach the disk before it does */
-    if (r->metrics && (fflush(r->metrics) != 0 || fsync(fileno(r->metrics)) != 0))
-        return pfl_err("%s/metrics.jsonl: cannot sync", r->o->out);
+    char path[4200];
+    /* the metrics lines the checkpoint covers reach the disk before it does */
+    if (r->metrics) {
+        metrics_path(r, path, sizeof path);
+        if (pfl_stream_flush(r->metrics, path, true)) return -1;
+    }
     /* MPI: every rank's part first (the ranks other than 0 have no --out and write only that); rank 0's
      * file, which names the parts, last */
     if (pfl_fl_save_shards(fl, r->o->out)) return -1;
     if (!r->o->out) return 0;
-    char path[4096];
     snprintf(path, sizeof path, "%s/checkpoint", r->o->out);
     pfl_ckpt_writer w;
     if (pfl_ckpt_begin(&w, path)) return -1;
@@ -480,6 +534,7 @@ static int write_checkpoint(const run_report *r, pfl_fl *fl) {
     }
     if (pfl_ckpt_commit(&w)) return -1;
     pfl_fl_remove_old_shards(fl, r->o->out);
+    if (r->folder) r->folder->resumable = true;
     return 0;
 }
 
@@ -503,6 +558,7 @@ int pfl_run_write_start_checkpoint(const run_report *r) {
  * round a stop signal ends the run after), and --stop-after. */
 int pfl_run_after_round(pfl_fl *fl, void *ctx) {
     run_report *r = ctx;
+    if (r->write_failed) return -1; /* a metrics line was lost: the run's files would not be whole */
     const int K = r->o->checkpoint_every, round = fl->round;
     if (K > 0 && (round % K == 0 || round == fl->cfg.rounds || fl->stop_signal) && write_checkpoint(r, fl)) return -1;
     /* only right after an evaluation: nothing else changes the answer */
@@ -540,16 +596,76 @@ static int line_round(const char *line, size_t len, run_eval *e) {
     return r;
 }
 
-/* Resuming: metrics.jsonl keeps the lines of rounds up to the checkpoint's
- * (the rounds after it are redone) and is opened to append; the run's list
- * of evaluations is read back from them. */
-FILE *pfl_run_reopen_metrics(run_report *rep, int round) {
+/* What a checkpoint says of the metrics rows it covers: their bytes and
+ * their SHA-256 (a checkpoint of an older pfl has neither: has = false). */
+typedef struct {
+    bool has;
+    uint64_t bytes;
+    uint8_t sha[32];
+} covered_rows;
+
+static int read_covered(pfl_ckpt_reader *rd, covered_rows *c) {
+    int64_t bytes = 0;
+    c->has = pfl_ckpt_has(rd, "cli.metrics_sha256");
+    if (!c->has) return 0;
+    if (pfl_ckpt_get_int(rd, "cli.metrics_bytes", &bytes) || pfl_ckpt_get(rd, "cli.metrics_sha256", c->sha, 32))
+        return -1;
+    if (bytes < 0) return pfl_err("%s: cli.metrics_bytes is negative", rd->path);
+    c->bytes = (uint64_t)bytes;
+    return 0;
+}
+
+/* Copies into `to` the lines of `in` the checkpoint covers (with a digest:
+ * exactly its bytes, which must hash to it; without, the whole lines up to
+ * `round`), read back into rep->evals and the running digest. The count of
+ * lines kept, or -1 with a message. */
+static int keep_covered_lines(run_report *rep, FILE *in, FILE *to, const covered_rows *c, int round, const char *path) {
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int kept = 0;
+    rep->num_evals = 0;
+    pfl_sha256_init(&rep->metrics_sha);
+    rep->metrics_bytes = 0;
+    run_eval e;
+    while ((!c->has || rep->metrics_bytes < c->bytes) && (len = getline(&line, &cap, in)) > 0) {
+        const int r = line_round(line, (size_t)len, &e);
+        if (!c->has && (r < 0 || r > round)) break; /* a torn last line, or rounds lost with the crash */
+        fwrite(line, 1, (size_t)len, to);
+        pfl_sha256_update(&rep->metrics_sha, line, (size_t)len);
+        rep->metrics_bytes += (uint64_t)len;
+        remember_eval(rep, &e);
+        kept++;
+    }
+    free(line);
+    if (!c->has) return kept;
+    pfl_sha256 sha = rep->metrics_sha;
+    uint8_t digest[32];
+    pfl_sha256_final(&sha, digest);
+    if (rep->metrics_bytes < c->bytes)
+        return pfl_err("%s: %llu bytes, shorter than the %llu the checkpoint covers (cut short after it was written)",
+                       path, (unsigned long long)rep->metrics_bytes, (unsigned long long)c->bytes);
+    if (rep->metrics_bytes != c->bytes || memcmp(digest, c->sha, 32) != 0)
+        return pfl_err("%s: the lines up to round %d are not the ones the checkpoint was written after (edited, or "
+                       "another run's): resuming would mix them into this run",
+                       path, round);
+    return kept;
+}
+
+/* Resuming: metrics.jsonl keeps the lines the checkpoint covers (the rounds
+ * after it are redone) and is opened to append; the run's list of
+ * evaluations is read back from them. */
+FILE *pfl_run_reopen_metrics(run_report *rep, pfl_ckpt_reader *rd, int round) {
     const pfl_run_options *o = rep->o;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
-    FILE *in = fopen(path, "r");
+    char path[4200];
+    metrics_path(rep, path, sizeof path);
+    covered_rows covered;
+    if (read_covered(rd, &covered)) return NULL;
+    FILE *in = pfl_read_open(path);
     if (!in) {
-        pfl_err("%s: cannot read (resuming needs the metrics of the rounds before the checkpoint)", path);
+        char why[1024];
+        snprintf(why, sizeof why, "%s", pfl_errmsg());
+        pfl_err("%s (resuming needs the metrics of the rounds before the checkpoint)", why);
         return NULL;
     }
     pfl_atomic_file a;
@@ -557,29 +673,14 @@ FILE *pfl_run_reopen_metrics(run_report *rep, int round) {
         fclose(in);
         return NULL;
     }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int kept = 0;
-    rep->num_evals = 0;
-    run_eval e;
-    while ((len = getline(&line, &cap, in)) > 0) {
-        const int r = line_round(line, (size_t)len, &e);
-        if (r < 0 || r > round) break; /* a torn last line, or rounds lost with the crash */
-        fwrite(line, 1, (size_t)len, a.f);
-        remember_eval(rep, &e);
-        kept++;
-    }
-    free(line);
+    const int kept = keep_covered_lines(rep, in, a.f, &covered, round, path);
     fclose(in);
     const int want = evaluated_rounds(round, o->cfg.eval_every, o->cfg.rounds);
+    if (kept >= 0 && kept != want) pfl_err("%s: %d lines up to round %d, expected %d", path, kept, round, want);
     if (kept != want) {
         pfl_atomic_abort(&a);
-        pfl_err("%s: %d lines up to round %d, expected %d", path, kept, round, want);
         return NULL;
     }
     if (pfl_atomic_commit(&a)) return NULL;
-    FILE *f = fopen(path, "a");
-    if (!f) pfl_err("%s: cannot write", path);
-    return f;
+    return pfl_stream_open(path, true);
 }

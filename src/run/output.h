@@ -9,8 +9,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "run/folder.h"
 #include "run/run.h"
 #include "util/err.h" /* PFL_PRINTF */
+#include "util/sha256.h"
 
 /* An evaluated round, as the run keeps it for what needs them all: rounds
  * to convergence, the early stop (--auto-break), the final fairness
@@ -24,7 +26,11 @@ typedef struct {
 /* What the run reports, kept across rounds (and in checkpoints). */
 typedef struct {
     const pfl_run_options *o;
+    run_folder *folder;     /* o->out, when this run claimed it (NULL: its caller holds it, or none) */
     FILE *metrics;
+    pfl_sha256 metrics_sha; /* of every byte of metrics.jsonl so far: a checkpoint records the rows it covers */
+    uint64_t metrics_bytes;
+    bool write_failed;      /* a metrics line could not be written: the run stops after the round (message set) */
     double best_local, best_global, final_local, final_global, final_local_mean, final_local_std;
     int best_local_round, best_global_round;
     double started;   /* monotonic clock when round 0's evaluation began */
@@ -56,11 +62,15 @@ void pfl_run_say(const pfl_run_options *o, const char *fmt, ...) PFL_PRINTF(2, 3
 void pfl_run_on_round(const pfl_round_metrics *m, const pfl_fl *fl, void *ctx);
 int pfl_run_after_round(pfl_fl *fl, void *ctx);
 
-/* DIR/metrics.jsonl, new (creating DIR), or, resuming after `round`, with
- * the lines up to that round kept (and read back into r->evals) and opened
- * to append. NULL with a message. */
+/* DIR/metrics.jsonl, new (DIR exists), or, resuming after `round` from the
+ * checkpoint rd, with the lines the checkpoint covers kept (and read back
+ * into r->evals) and opened to append. Resuming refuses lines that are not
+ * the ones the checkpoint was written after (its digest of them: edited, or
+ * another run's), before changing anything. NULL with a message. */
 FILE *pfl_run_open_metrics(const char *out);
-FILE *pfl_run_reopen_metrics(run_report *r, int round);
+FILE *pfl_run_reopen_metrics(run_report *r, pfl_ckpt_reader *rd, int round);
+/* Closes r->metrics, checked (every line on disk): 0 or -1 with a message. */
+int pfl_run_close_metrics(run_report *r);
 
 /* --auto-break: true when the best local_acc among the evaluations so far
  * (round 0 included, the first of equals) lies more than --top-cnt

@@ -1,7 +1,8 @@
 /* Pictures (results.h), drawn by gnuplot: pfl writes the data and a script
  * into a scratch folder beside the output, runs `gnuplot SCRIPT`, and moves
  * the PNG (pngcairo) and SVG (svg) into place only when both were drawn, so
- * a failure leaves nothing half-written. */
+ * a failure leaves nothing half-written; each replaces only a regular file
+ * or nothing (util/safe_write.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -15,7 +16,7 @@
 
 #include "run/results.h"
 #include "util/err.h"
-#include "util/json.h" /* pfl_mkdirs */
+#include "util/safe_write.h"
 
 extern char **environ;
 
@@ -32,6 +33,10 @@ static int canvas_open(canvas *c, const char *prefix) {
     if (len == 0 || len >= sizeof c->prefix - 8) return pfl_err("--out '%s': expected a file name", prefix);
     memcpy(c->prefix, prefix, len + 1);
     if (len > 4 && (!strcmp(prefix + len - 4, ".png") || !strcmp(prefix + len - 4, ".svg"))) c->prefix[len - 4] = '\0';
+    char target[4200]; /* refused before anything is drawn: a link, a pipe, a device or a folder there */
+    for (int i = 0; i < 2; i++)
+        if (snprintf(target, sizeof target, "%s.%s", c->prefix, i ? "svg" : "png"), pfl_write_target_check(target))
+            return -1;
     const char *slash = strrchr(c->prefix, '/');
     const int dir_len = slash ? (int)(slash - c->prefix) : 0;
     if (dir_len > 0) {
@@ -119,7 +124,7 @@ static int canvas_draw(canvas *c) {
     for (int i = 0; i < 2; i++) {
         snprintf(from, sizeof from, "%s/out.%s", c->dir, ext[i]);
         snprintf(to, sizeof to, "%s.%s", c->prefix, ext[i]);
-        if (rename(from, to) != 0) return pfl_err("%s: cannot write: %s", to, strerror(errno));
+        if (pfl_atomic_place(from, to)) return -1;
     }
     return 0;
 }

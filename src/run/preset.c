@@ -12,6 +12,8 @@
 #include "run/preset.h"
 #include "run/run.h"
 #include "util/err.h"
+#include "util/safe_write.h" /* pfl_read_open */
+#include "util/sha256.h"
 
 /* ---- reading YAML nodes ---- */
 
@@ -48,6 +50,11 @@ static char *copy(const char *s) {
  * message). */
 enum { PRESET_MAX_NAME = 48 };
 
+/* What a preset may hold at most (configs/ files are under 10 KiB, nest 5
+ * levels, have a few dozen cells and no anchors): bounds that keep reading
+ * one linear in its size, each refused in one line. */
+enum { PRESET_MAX_BYTES = 1 << 20, PRESET_MAX_DEPTH = 16, PRESET_MAX_ANCHORS = 100, PRESET_MAX_CELLS = 256 };
+
 static bool is_name(const char *s) {
     size_t n = 0;
     for (; s[n]; n++)
@@ -62,24 +69,50 @@ static int refuse_name(const reader *r, const yaml_node_t *n, const char *where,
     return bad(r, n, where, what);
 }
 
+/* Keys sorted by text, then by where they stand in the file. */
+static int by_text_then_place(const void *a, const void *b) {
+    const yaml_node_t *x = *(const yaml_node_t *const *)a, *y = *(const yaml_node_t *const *)b;
+    const int c = strcmp(scalar(x), scalar(y));
+    return c ? c : (x->start_mark.index > y->start_mark.index) - (x->start_mark.index < y->start_mark.index);
+}
+
+/* The key given twice in one mapping that comes first in the file (its
+ * second spelling), or NULL; keys[0..n) sorted in place (n log n, not n²). */
+static const yaml_node_t *repeated_key(const yaml_node_t **keys, int n) {
+    qsort(keys, (size_t)n, sizeof *keys, by_text_then_place);
+    const yaml_node_t *first = NULL;
+    for (int i = 1; i < n; i++)
+        if (!strcmp(scalar(keys[i - 1]), scalar(keys[i])) &&
+            (!first || keys[i]->start_mark.index < first->start_mark.index))
+            first = keys[i];
+    return first;
+}
+
 /* Every mapping key of the document is a name, so messages can name keys,
  * and none is given twice in one mapping (YAML forbids it; libyaml's loader
  * keeps both, and the second would silently replace the first). */
 static int check_keys(const reader *r) {
-    for (yaml_node_t *n = r->doc->nodes.start; n < r->doc->nodes.top; n++) {
+    size_t most = 1;
+    for (yaml_node_t *n = r->doc->nodes.start; n < r->doc->nodes.top; n++)
+        if (n->type == YAML_MAPPING_NODE && (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start) > most)
+            most = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+    const yaml_node_t **keys = pfl_malloc(most * sizeof *keys);
+    if (!keys) return -1;
+    int rc = 0;
+    for (yaml_node_t *n = r->doc->nodes.start; n < r->doc->nodes.top && rc == 0; n++) {
         if (n->type != YAML_MAPPING_NODE) continue;
-        for (yaml_node_pair_t *pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
+        int count = 0;
+        for (yaml_node_pair_t *pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top && rc == 0; pr++) {
             const yaml_node_t *k = node(r, pr->key);
             if (!k || k->type != YAML_SCALAR_NODE) continue; /* the schema refuses it where it matters */
-            if (!is_name(scalar(k))) return refuse_name(r, k, "a key", scalar(k));
-            for (yaml_node_pair_t *before = n->data.mapping.pairs.start; before < pr; before++) {
-                const yaml_node_t *b = node(r, before->key);
-                if (b && b->type == YAML_SCALAR_NODE && !strcmp(scalar(b), scalar(k)))
-                    return bad(r, k, scalar(k), "given twice in one mapping");
-            }
+            if (!is_name(scalar(k))) rc = refuse_name(r, k, "a key", scalar(k));
+            keys[count++] = k;
         }
+        const yaml_node_t *twice = rc == 0 ? repeated_key(keys, count) : NULL;
+        if (twice) rc = bad(r, twice, scalar(twice), "given twice in one mapping");
     }
-    return 0;
+    free(keys);
+    return rc;
 }
 
 /* A scalar as a string (NULL for a YAML null when `nullable`). */
@@ -129,10 +162,26 @@ static int flag_value(const reader *r, const yaml_node_t *n, const char *where, 
         len += strlen(scalar(item)) + 1;
     }
     if (!(*out = pfl_malloc(len))) return -1;
-    (*out)[0] = '\0';
-    for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top; i++)
-        strcat(strcat(*out, i == n->data.sequence.items.start ? "" : ","), scalar(node(r, *i)));
+    char *end = *out; /* appended at the end: linear in the list's length */
+    for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top; i++) {
+        const char *text = scalar(node(r, *i));
+        if (i != n->data.sequence.items.start) *end++ = ',';
+        memcpy(end, text, strlen(text)), end += strlen(text);
+    }
+    *end = '\0';
     return 0;
+}
+
+/* Flags that say where and how this machine runs a cell, which a preset
+ * must not decide: where its files go, where its data is, how it runs. */
+static const char *const placement_flags[] = {"out",        "overwrite",  "checkpoint-every", "stop-after",
+                                              "data-dir",   "client-state", "threads",        "quiet",
+                                              "config",     "cell",         "budget",         NULL};
+
+static bool is_placement_flag(const char *key) {
+    for (int i = 0; placement_flags[i]; i++)
+        if (!strcmp(key, placement_flags[i])) return true;
+    return false;
 }
 
 /* A mapping of flags (long names without --). `allowed` non-NULL: the only keys. */
@@ -151,9 +200,10 @@ static int get_flags(const reader *r, const yaml_node_t *n, const char *where, c
         bool ok = allowed == NULL;
         for (int i = 0; allowed && allowed[i]; i++) ok |= !strcmp(allowed[i], scalar(k));
         if (!ok) return bad(r, k, key_where, "not a key of this mapping (configs/README.md)");
-        for (int i = 0; i < out->n; i++)
-            if (!strcmp(out->at[i].key, scalar(k))) return bad(r, k, key_where, "given twice");
-        pfl_preset_flag *f = &out->at[out->n++];
+        if (is_placement_flag(scalar(k)))
+            return bad(r, k, key_where, "where and how this machine runs a cell (its --out, data, checkpoints, "
+                                        "threads) is the command line's to say, not a preset's");
+        pfl_preset_flag *f = &out->at[out->n++]; /* keys are unique: check_keys */
         if (!(f->key = copy(scalar(k))) || flag_value(r, v, key_where, &f->value)) return -1;
     }
     return 0;
@@ -245,7 +295,8 @@ static int get_budget(const reader *r, const yaml_node_t *n, pfl_preset *p) {
         if (strcmp(scalar(k), "seeds") || v->type != YAML_SCALAR_NODE || is_null(v)) continue;
         const char *text = scalar(v);
         if (!*text || strspn(text, "0123456789") != strlen(text)) continue;
-        if (atoi(text) < 1) return bad(r, v, "budget.seeds", "a count of seeds is at least 1");
+        if (strlen(text) <= 9 && atol(text) < 1) /* a longer count is refused as a list: too many seeds */
+            return bad(r, v, "budget.seeds", "a count of seeds is at least 1");
         for (int i = 0; i < p->budget.n; i++)
             if (!strcmp(p->budget.at[i].key, "seeds")) {
                 char *range = pfl_malloc(strlen(text) + 3);
@@ -295,6 +346,11 @@ static int get_top_key(const reader *r, const char *key, const yaml_node_t *v, p
     if (!strcmp(key, "cells")) {
         if (v->type != YAML_SEQUENCE_NODE) return bad(r, v, key, "expected a list of cells");
         const int n = (int)(v->data.sequence.items.top - v->data.sequence.items.start);
+        if (n > PRESET_MAX_CELLS) {
+            char what[96];
+            snprintf(what, sizeof what, "%d cells, more than a preset may have (%d)", n, PRESET_MAX_CELLS);
+            return bad(r, v, key, what);
+        }
         if (!(p->cells = pfl_calloc((size_t)(n ? n : 1), sizeof *p->cells))) return -1;
         for (int i = 0; i < n; i++) /* counted first: a cell read halfway is freed too */
             if (p->num_cells++, get_cell(r, node(r, v->data.sequence.items.start[i]), i, &p->cells[i])) return -1;
@@ -308,65 +364,94 @@ static int get_top_key(const reader *r, const char *key, const yaml_node_t *v, p
 typedef struct {
     const char *key, *value; /* value NULL: null so far */
     char where[96];          /* where its value (or its null) comes from: "setting.lr" */
+    int first;               /* where the key first appears among the layers: the order of the flags */
 } composed;
 
 typedef struct {
     composed *at;
-    int n, cap;
+    int n;
 } composition;
 
-/* A later layer's value replaces an earlier one; a null adds the key only
- * when no layer gave it (a null never takes a value away), except in the
- * budget (`null_wins`), where null means "not set for this machine yet". */
-static int compose_layer(composition *c, const pfl_preset_flags *layer, const char *name, bool null_wins) {
-    for (int i = 0; i < layer->n; i++) {
-        const pfl_preset_flag *f = &layer->at[i];
-        int k = 0;
-        while (k < c->n && strcmp(c->at[k].key, f->key)) k++;
-        if (k == c->n) {
-            if (c->n == c->cap) {
-                composed *grown = realloc(c->at, sizeof *grown * (size_t)(c->cap = c->cap ? 2 * c->cap : 32));
-                if (!grown) return pfl_err("out of memory");
-                c->at = grown;
-            }
-            c->at[c->n].key = f->key, c->at[c->n].value = NULL, c->n++;
-        } else if (!f->value && !null_wins) {
-            continue;
-        }
-        c->at[k].value = f->value;
-        snprintf(c->at[k].where, sizeof c->at[k].where, "%s.%s", name, f->key);
-    }
-    return 0;
+/* A flag of one layer, numbered in the order of the layers. */
+typedef struct {
+    const pfl_preset_flag *f;
+    const char *layer;
+    int order;
+    bool null_wins;
+} layered;
+
+static int by_key_then_order(const void *a, const void *b) {
+    const layered *x = a, *y = b;
+    const int c = strcmp(x->f->key, y->f->key);
+    return c ? c : (x->order > y->order) - (x->order < y->order);
 }
 
+static int by_first(const void *a, const void *b) {
+    const composed *x = a, *y = b;
+    return (x->first > y->first) - (x->first < y->first);
+}
+
+static int by_key(const void *a, const void *b) { return strcmp(((const composed *)a)->key, ((const composed *)b)->key); }
+
+/* The layers of a cell, in order: a later layer's value replaces an earlier
+ * one; a null adds the key only when no layer gave it (a null never takes a
+ * value away), except in the budget (`null_wins`), where null means "not
+ * set for this machine yet". The flags come out in the order their keys
+ * first appear. Sorting, not searching, keeps it n log n in the flags. */
 static int compose(const pfl_preset *p, int cell, bool budget, composition *c) {
     const pfl_preset_cell *pc = &p->cells[cell];
     char cell_assumed[64], cell_flags[64];
     snprintf(cell_assumed, sizeof cell_assumed, "cells[%d].assumed", cell);
     snprintf(cell_flags, sizeof cell_flags, "cells[%d].flags", cell);
+    const struct {
+        const pfl_preset_flags *flags;
+        const char *name;
+    } layers[5] = {{&p->setting, "setting"}, {&p->assumed, "assumed"}, {&pc->assumed, cell_assumed},
+                   {&pc->flags, cell_flags}, {budget ? &p->budget : NULL, "budget"}};
+    int total = 0;
+    for (int l = 0; l < 5; l++) total += layers[l].flags ? layers[l].flags->n : 0;
+    layered *all = pfl_malloc(sizeof *all * (size_t)(total ? total : 1));
     memset(c, 0, sizeof *c);
-    return compose_layer(c, &p->setting, "setting", false) || compose_layer(c, &p->assumed, "assumed", false) ||
-                   compose_layer(c, &pc->assumed, cell_assumed, false) || compose_layer(c, &pc->flags, cell_flags, false) ||
-                   (budget && compose_layer(c, &p->budget, "budget", true))
-               ? -1
-               : 0;
+    if (!all || !(c->at = pfl_malloc(sizeof *c->at * (size_t)(total ? total : 1)))) {
+        free(all);
+        return -1;
+    }
+    int n = 0;
+    for (int l = 0; l < 5; l++)
+        for (int i = 0; layers[l].flags && i < layers[l].flags->n; i++, n++)
+            all[n] = (layered){&layers[l].flags->at[i], layers[l].name, n, l == 4};
+    qsort(all, (size_t)n, sizeof *all, by_key_then_order);
+    for (int i = 0; i < n; c->n++) {
+        composed *k = &c->at[c->n];
+        k->key = all[i].f->key, k->first = all[i].order;
+        for (int j = i; i < n && !strcmp(all[i].f->key, all[j].f->key); i++) {
+            if (i > j && !all[i].f->value && !all[i].null_wins) continue;
+            k->value = all[i].f->value;
+            snprintf(k->where, sizeof k->where, "%s.%s", all[i].layer, all[i].f->key);
+        }
+    }
+    qsort(c->at, (size_t)c->n, sizeof *c->at, by_first);
+    free(all);
+    return 0;
 }
 
-/* Two cells run the same when their methods and composed flags are equal
- * (in any order). */
-static bool same_run(const pfl_preset *p, int a, int b) {
-    if (strcmp(p->cells[a].algo, p->cells[b].algo)) return false;
-    composition x = {0}, y = {0};
-    bool same = compose(p, a, false, &x) == 0 && compose(p, b, false, &y) == 0 && x.n == y.n;
-    for (int i = 0; same && i < x.n; i++) {
-        int k = 0;
-        while (k < y.n && strcmp(x.at[i].key, y.at[k].key)) k++;
-        same = k < y.n && (x.at[i].value == y.at[k].value ||
-                           (x.at[i].value && y.at[k].value && !strcmp(x.at[i].value, y.at[k].value)));
+/* A fingerprint of how a cell runs: its method and composed flags (in any
+ * order), equal for cells that run the same. */
+static int run_fingerprint(const pfl_preset *p, int cell, uint8_t digest[32]) {
+    composition c;
+    if (compose(p, cell, false, &c)) return -1;
+    qsort(c.at, (size_t)c.n, sizeof *c.at, by_key);
+    pfl_sha256 sha;
+    pfl_sha256_init(&sha);
+    pfl_sha256_update(&sha, p->cells[cell].algo, strlen(p->cells[cell].algo) + 1);
+    for (int i = 0; i < c.n; i++) {
+        pfl_sha256_update(&sha, c.at[i].key, strlen(c.at[i].key) + 1);
+        pfl_sha256_update(&sha, c.at[i].value ? "=" : "~", 1); /* a value, or a null */
+        if (c.at[i].value) pfl_sha256_update(&sha, c.at[i].value, strlen(c.at[i].value) + 1);
     }
-    free(x.at);
-    free(y.at);
-    return same;
+    pfl_sha256_final(&sha, digest);
+    free(c.at);
+    return 0;
 }
 
 /* "FedALP_global" -> "fedalp-global". */
@@ -385,19 +470,25 @@ static char *slug(const char *label) {
 }
 
 /* Each cell's run folder: the slug of the first cell that runs the same,
- * made unique with -2, -3, ... */
+ * made unique with -2, -3, ... Cells share a folder exactly when they run
+ * the same. */
 static int name_runs(pfl_preset *p) {
-    for (int i = 0; i < p->num_cells; i++) {
+    uint8_t (*runs)[32] = pfl_malloc(32 * (size_t)(p->num_cells ? p->num_cells : 1));
+    if (!runs) return -1;
+    int rc = 0;
+    for (int i = 0; i < p->num_cells && rc == 0; i++) rc = run_fingerprint(p, i, runs[i]);
+    for (int i = 0; i < p->num_cells && rc == 0; i++) {
         int first = 0;
-        while (first < i && !same_run(p, first, i)) first++;
+        while (first < i && memcmp(runs[first], runs[i], 32)) first++;
         if (first < i) {
-            if (!(p->cells[i].run = copy(p->cells[first].run))) return -1;
+            if (!(p->cells[i].run = copy(p->cells[first].run))) rc = -1;
             continue;
         }
         char *base = slug(p->cells[i].label);
         if (!base || !(p->cells[i].run = pfl_malloc(strlen(base) + 16))) {
             free(base);
-            return -1;
+            rc = -1;
+            break;
         }
         for (int k = 1;; k++) {
             if (k == 1) strcpy(p->cells[i].run, base);
@@ -408,33 +499,100 @@ static int name_runs(pfl_preset *p) {
         }
         free(base);
     }
-    return 0;
+    free(runs);
+    return rc;
 }
 
 /* ---- loading ---- */
+
+/* The whole file, at most PRESET_MAX_BYTES (a pipe or a device refused):
+ * 0 with a malloc'd *text of *size bytes, or -1 with a message. */
+static int read_preset(const char *path, unsigned char **text, size_t *size) {
+    *text = NULL;
+    FILE *f = pfl_read_open(path);
+    if (!f) return -1;
+    *text = pfl_malloc(PRESET_MAX_BYTES + 1);
+    *size = *text ? fread(*text, 1, PRESET_MAX_BYTES + 1, f) : 0;
+    const bool failed = ferror(f);
+    fclose(f);
+    if (!*text) return -1;
+    if (!failed && *size <= PRESET_MAX_BYTES) return 0;
+    free(*text);
+    *text = NULL;
+    if (failed) return pfl_err("%s: cannot read", path);
+    return pfl_err("%s: larger than %d KiB, the most a preset may be (those of configs/ are under 10 KiB)", path,
+                   PRESET_MAX_BYTES / 1024);
+}
+
+static int yaml_error(const yaml_parser_t *parser, const char *path) {
+    return pfl_err("%s:%d: %s", path, (int)parser->problem_mark.line + 1, parser->problem ? parser->problem : "not YAML");
+}
+
+/* The anchor an event defines, or NULL. */
+static const yaml_char_t *anchor_of(const yaml_event_t *e) {
+    if (e->type == YAML_SCALAR_EVENT) return e->data.scalar.anchor;
+    if (e->type == YAML_SEQUENCE_START_EVENT) return e->data.sequence_start.anchor;
+    if (e->type == YAML_MAPPING_START_EVENT) return e->data.mapping_start.anchor;
+    return NULL;
+}
+
+/* One pass over the file's events before libyaml builds its tree, which
+ * keeps reading linear in the file's size: libyaml's scanner takes time
+ * quadratic in the nesting (100,000 '[' took 24 s) and its loader in the
+ * anchors, so both are bounded, and a second document, which the loader
+ * would silently ignore, is refused. 0, or -1 with one line. */
+static int check_events(const unsigned char *text, size_t size, const char *path) {
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) return pfl_err("%s: cannot start the YAML parser", path);
+    yaml_parser_set_input_string(&parser, text, size);
+    int depth = 0, documents = 0, anchors = 0, rc = 0;
+    for (bool end = false; !end && rc == 0;) {
+        yaml_event_t e;
+        if (!yaml_parser_parse(&parser, &e)) {
+            rc = yaml_error(&parser, path);
+            break;
+        }
+        const int line = (int)e.start_mark.line + 1;
+        end = e.type == YAML_STREAM_END_EVENT;
+        if (e.type == YAML_DOCUMENT_START_EVENT && ++documents > 1)
+            rc = pfl_err("%s:%d: a second YAML document: a preset is one document", path, line);
+        else if ((e.type == YAML_SEQUENCE_START_EVENT || e.type == YAML_MAPPING_START_EVENT) && ++depth > PRESET_MAX_DEPTH)
+            rc = pfl_err("%s:%d: nested deeper than %d levels (a preset needs 5)", path, line, PRESET_MAX_DEPTH);
+        else if (e.type == YAML_SEQUENCE_END_EVENT || e.type == YAML_MAPPING_END_EVENT)
+            depth--;
+        else if (anchor_of(&e) && ++anchors > PRESET_MAX_ANCHORS)
+            rc = pfl_err("%s:%d: more than %d anchors (&name), the most a preset may define", path, line,
+                         PRESET_MAX_ANCHORS);
+        yaml_event_delete(&e);
+    }
+    yaml_parser_delete(&parser);
+    return rc;
+}
 
 int pfl_preset_load(pfl_preset *p, const char *path) {
     memset(p, 0, sizeof *p);
     p->runs = -1;
     if (!(p->path = copy(path))) return -1;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    unsigned char *text = NULL;
+    size_t size = 0;
+    if (read_preset(path, &text, &size) || check_events(text, size, path)) {
+        free(text);
         pfl_preset_free(p);
-        return pfl_err("%s: cannot read", path);
+        return -1;
     }
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) {
-        fclose(f);
+        free(text);
         pfl_preset_free(p);
         return pfl_err("%s: cannot start the YAML parser", path);
     }
-    yaml_parser_set_input_file(&parser, f);
+    yaml_parser_set_input_string(&parser, text, size);
     int rc = -1;
     if (!yaml_parser_load(&parser, &doc)) {
-        pfl_err("%s:%d: %s", path, (int)parser.problem_mark.line + 1, parser.problem ? parser.problem : "not YAML");
+        yaml_error(&parser, path);
         yaml_parser_delete(&parser);
-        fclose(f);
+        free(text);
         pfl_preset_free(p);
         return -1;
     }
@@ -462,7 +620,7 @@ int pfl_preset_load(pfl_preset *p, const char *path) {
 done:
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
-    fclose(f);
+    free(text);
     if (rc) pfl_preset_free(p);
     return rc;
 }
@@ -529,7 +687,7 @@ int pfl_preset_find_cell(const pfl_preset *p, const char *algo, const char *labe
     int found = -1;
     for (int i = 0; i < p->num_cells; i++) {
         if (strcmp(p->cells[i].algo, algo)) continue;
-        if (found >= 0 && !same_run(p, found, i)) {
+        if (found >= 0 && strcmp(p->cells[found].run, p->cells[i].run)) { /* a folder each way of running */
             list_labels(p, algo, labels, sizeof labels);
             return pfl_err("%s: several cells run %s differently: choose one with --cell LABEL (%s)", p->path, algo,
                            labels);

@@ -36,6 +36,7 @@ typedef struct {
     pfl_layer_specs layer_specs; /* the text given to each of those flags (a count or names) */
     double train_fraction;  /* share of each client's samples for training */
     const char *out;        /* NULL: no files */
+    bool overwrite;         /* out may hold another run: its files are removed first (else refused) */
     int checkpoint_every;   /* 0: no checkpoints */
     int stop_after;         /* tests: stop after this round as a crash would (0: never) */
     bool quiet;             /* no progress lines */
@@ -126,11 +127,15 @@ char *pfl_run_flags(const pfl_run_options *o, size_t *len);
  * the data, builds the model and the federation and runs the rounds,
  * writing progress lines and, with o->out, every output. From the start
  * (resume NULL), or going on from the checkpoint `resume` (pfl_run_resume
- * opens it). Returns 0, or -1 with a message; --stop-after, and a SIGTERM
- * or SIGINT once pfl_fl_catch_signals was called, stop with 0 and no
- * summary, as a crash would, the stop's checkpoint written. Under MPI
- * every rank calls it; rank 0 alone has o->out and writes, and each rank
- * writes its part of a checkpoint where rank 0's o->out is. */
+ * opens it). From the start, o->out is locked for the run's duration and
+ * must not hold another run (unless o->overwrite: its files are removed
+ * first); a run that fails leaves nothing there, or, once it wrote a
+ * checkpoint of a round, an unfinished run pfl_run_resume goes on with
+ * (never a summary.json). Returns 0, or -1 with a message; --stop-after,
+ * and a SIGTERM or SIGINT once pfl_fl_catch_signals was called, stop with
+ * 0 and no summary, as a crash would, the stop's checkpoint written. Under
+ * MPI every rank calls it; rank 0 alone has o->out, locks and writes, and
+ * each rank writes its part of a checkpoint where rank 0's o->out is. */
 int pfl_run(pfl_run_options *o, pfl_ckpt_reader *resume);
 
 /* What may differ when a run goes on from its checkpoint: nothing that
@@ -150,7 +155,11 @@ typedef struct {
  * the run from the flags stored there (a checkpoint with no flags, or flags
  * that do not parse, is refused in one line naming the flag), loads its
  * state and trains the remaining rounds; metrics.jsonl and summary.json end
- * as the uninterrupted run's. Returns 0, or -1 with a message. */
+ * as the uninterrupted run's. It holds the lock on dir throughout (refused
+ * while another pfl runs or resumes it), keeps only the metrics.jsonl lines
+ * the checkpoint covers (refused when they are not those it was written
+ * after), and leaves a finished run (dir/summary.json) as it is. Returns 0,
+ * 1 when the run had finished (nothing done), or -1 with a message. */
 int pfl_run_resume(const char *dir, const pfl_resume_options *r);
 
 /* ---- several seeds (the list and the summary: seeds.c; running them: experiment.c) ---- */
@@ -169,7 +178,8 @@ int pfl_parse_seeds(const char *text, uint64_t **seeds, int *n);
  * With --checkpoint-every, DIR/checkpoint holds the whole run's flags so
  * that pfl_run_resume(DIR) goes on: seeds with a summary are kept, the
  * interrupted one resumes from its own checkpoint, the rest run. `resume`
- * NULL: from the start. Without o->out (MPI ranks other than 0) the seeds
+ * NULL: from the start, DIR locked and claimed as pfl_run does (the caller
+ * holds it when resuming). Without o->out (MPI ranks other than 0) the seeds
  * run and nothing is written. Returns 0 (also when --stop-after stopped a
  * seed: no summary then), or -1 with a message. */
 int pfl_run_seeds(pfl_run_options *o, const pfl_resume_options *resume);

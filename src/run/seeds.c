@@ -12,6 +12,7 @@
 #include "run/run.h"
 #include "util/err.h"
 #include "util/json.h"
+#include "util/safe_write.h"
 
 /* ---- the list ---- */
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "util/err.h"
+#include "util/safe_write.h"
 
 static const char MAGIC[8] = {'P', 'F', 'L', 'C', 'K', 'P', 'T', '\0'};
 #define VERSIONED_BYTES 12 /* magic and version */
@@ -102,12 +103,21 @@ static int put_elements(pfl_ckpt_writer *w, const char *name, const void *v, siz
     return write_elements(w, v, count, size);
 }
 
+/* The writer's file as the safe writer's (util/safe_write.h): the fields are the same. */
+static pfl_atomic_file as_atomic(const pfl_ckpt_writer *w) {
+    pfl_atomic_file a = {.f = w->f};
+    memcpy(a.tmp, w->tmp, sizeof a.tmp);
+    memcpy(a.path, w->path, sizeof a.path);
+    return a;
+}
+
 int pfl_ckpt_begin(pfl_ckpt_writer *w, const char *path) {
     memset(w, 0, sizeof *w);
-    if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path ||
-        snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path) >= (int)sizeof w->tmp)
-        return pfl_err("%s: path too long", path);
-    if (!(w->f = fopen(w->tmp, "wb"))) return pfl_err("%s: cannot write: %s", w->tmp, strerror(errno));
+    pfl_atomic_file a;
+    if (pfl_atomic_open(&a, path)) return -1;
+    w->f = a.f;
+    memcpy(w->tmp, a.tmp, sizeof w->tmp);
+    memcpy(w->path, a.path, sizeof w->path);
     pfl_sha256_init(&w->sha);
     uint8_t version[4];
     le_u32(version, PFL_CKPT_VERSION);
@@ -169,22 +179,6 @@ int pfl_ckpt_put_double(pfl_ckpt_writer *w, const char *name, double v) {
     return put_elements(w, name, &v, 1, sizeof v);
 }
 
-/* The rename is durable only once the directory entry is on disk. */
-static int fsync_parent_dir(const char *path) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return pfl_err("%s: cannot open to sync: %s", dir, strerror(errno));
-    int rc = fsync(fd);
-    int saved = errno;
-    close(fd);
-    return rc ? pfl_err("%s: fsync failed: %s", dir, strerror(saved)) : 0;
-}
-
 int pfl_ckpt_commit(pfl_ckpt_writer *w) {
     uint8_t end[4] = {0}, digest[DIGEST_BYTES];
     if (section_closed(w) || write_raw(w, end, 4)) {
@@ -199,26 +193,21 @@ int pfl_ckpt_commit(pfl_ckpt_writer *w) {
     le_u64(length, (uint64_t)size);
     le_u64(length + 8, ~(uint64_t)size);
     ok = ok && size > 0 && fseeko(w->f, VERSIONED_BYTES, SEEK_SET) == 0 &&
-         fwrite(length, 1, sizeof length, w->f) == sizeof length && fflush(w->f) == 0 && fsync(fileno(w->f)) == 0;
-    int saved = errno;
-    ok = fclose(w->f) == 0 && ok;
-    w->f = NULL;
+         fwrite(length, 1, sizeof length, w->f) == sizeof length;
     if (!ok) {
-        unlink(w->tmp);
+        const int saved = errno;
+        pfl_ckpt_abort(w);
         return pfl_err("%s: write failed: %s", w->tmp, strerror(saved));
     }
-    if (rename(w->tmp, w->path) != 0) {
-        saved = errno;
-        unlink(w->tmp);
-        return pfl_err("%s: cannot replace: %s", w->path, strerror(saved));
-    }
-    return fsync_parent_dir(w->path);
+    pfl_atomic_file a = as_atomic(w); /* checked, fsynced, renamed, the folder fsynced */
+    w->f = NULL;
+    return pfl_atomic_commit(&a);
 }
 
 void pfl_ckpt_abort(pfl_ckpt_writer *w) {
-    if (w->f) fclose(w->f);
+    pfl_atomic_file a = as_atomic(w);
     w->f = NULL;
-    unlink(w->tmp);
+    pfl_atomic_abort(&a);
 }
 
 /* ---- reading ---- */
@@ -338,7 +327,7 @@ static int verify(pfl_ckpt_reader *r) {
 int pfl_ckpt_open(pfl_ckpt_reader *r, const char *path) {
     memset(r, 0, sizeof *r);
     snprintf(r->path, sizeof r->path, "%s", path);
-    if (!(r->f = fopen(path, "rb"))) return pfl_err("%s: cannot open: %s", path, strerror(errno));
+    if (!(r->f = pfl_read_open(path))) return -1; /* a pipe or a device there is refused, not waited on */
     if (verify(r)) {
         pfl_ckpt_close(r);
         return -1;

@@ -15,9 +15,11 @@
  * buffer with its length; whoever reads it says how long it must be, so a
  * checkpoint of another configuration is refused instead of misread.
  *
- * A writer writes PATH.tmp; pfl_ckpt_commit appends the checksum, fsyncs the
- * file, renames it over PATH and fsyncs the directory, so a crash at any
- * moment leaves the previous checkpoint or the new one, never a mix.
+ * A writer writes PATH.tmp.PID (util/safe_write.h, the writer of every file
+ * pfl writes); pfl_ckpt_commit appends the checksum, fsyncs the file, renames
+ * it over PATH (only over a regular file or nothing) and fsyncs the
+ * directory, so a crash at any moment leaves the previous checkpoint or the
+ * new one, never a mix.
  * pfl_ckpt_open checks magic, version, structure and checksum before anything
  * is read: a truncated or corrupt file is refused whole, with one message
  * naming the file and the problem. */
@@ -40,11 +42,11 @@ typedef struct {
     bool failed;          /* a write failed: commit refuses */
     uint64_t section_left; /* bytes still due to the section pfl_ckpt_put_begin opened */
     char path[4096];
-    char tmp[4096];       /* path + ".tmp" */
+    char tmp[4096];       /* path + ".tmp." + the process id */
     uint8_t digest[32];   /* after a commit: the checksum the file ends with (what names it to another file) */
 } pfl_ckpt_writer;
 
-/* Starts PATH.tmp (replacing any stray one) and writes the header. */
+/* Starts PATH.tmp.PID and writes the header. */
 int pfl_ckpt_begin(pfl_ckpt_writer *w, const char *path);
 /* One section of n raw bytes. Every put returns 0, or -1 with a message. */
 int pfl_ckpt_put(pfl_ckpt_writer *w, const char *name, const void *bytes, size_t n);
@@ -63,7 +65,7 @@ int pfl_ckpt_put_more_f32(pfl_ckpt_writer *w, const float *v, size_t n);
 int pfl_ckpt_put_int(pfl_ckpt_writer *w, const char *name, int64_t v);
 int pfl_ckpt_put_double(pfl_ckpt_writer *w, const char *name, double v);
 /* Finishes the file and puts it in place (see above); the writer is closed
- * either way, and on failure PATH.tmp is removed and PATH left as it was. */
+ * either way, and on failure PATH.tmp.PID is removed and PATH left as it was. */
 int pfl_ckpt_commit(pfl_ckpt_writer *w);
 /* Drops the file being written; PATH stays as it was. */
 void pfl_ckpt_abort(pfl_ckpt_writer *w);

@@ -7,7 +7,7 @@
 # bytes included) as the uninterrupted run. A
 # corrupted, truncated or wrong-version checkpoint is refused with one line
 # naming the file and the problem, and the outputs stay as they were; a stray
-# checkpoint.tmp is removed.
+# checkpoint.tmp.PID is removed.
 . tests/e2e/lib.sh
 
 common=(--data mnist --model dnn --partition onelabel:50/20 --clients 8 --join 0.5 --rounds 5 --eval-every 3 --quiet)
@@ -37,6 +37,9 @@ cases=(
     "partialfed --pf-fm 2 --pf-fs 1"
     # traditional methods: SCAFFOLD's c and c_i, FedDyn's h and grad_k (server state, the clients' stores)
     "scaffold" "feddyn" "feddyn --dyn-penalty squared --drop-rate 0.3" "fedlc --lc-counts local" "fedntd --ala"
+    # PFLlib's personalized methods: FML's and FedKD's personal models (client store), FedKD's W (its store)
+    # and last message size, FedDBE's PRBM (a personal block), FedMTL's copies of the clients' models
+    "fml --fml-alpha 0.5 --fml-beta 0.5" "fedkd --join 0.6" "feddbe" "fedmtl --mtl-reg-grad --join 0.6" "fedbn"
 )
 # under the sanitizers (several times slower) a sample: client state, ALA,
 # FLAYER's modules, clustering and server-side fusion
@@ -102,12 +105,15 @@ expect_error "no metrics.jsonl" "metrics.jsonl" "$PFL" resume "$d" --quiet
 expect_error "resume without a directory" "DIR" "$PFL" resume --threads 2
 expect_error "checkpoints need --out" "--out" "$PFL" run "${base[@]}" --checkpoint-every 1
 
-# A crash in the middle of a checkpoint write leaves checkpoint.tmp beside
-# the previous good checkpoint: resume ignores and removes it.
+# A crash in the middle of a checkpoint write leaves checkpoint.tmp.PID
+# (an older pfl's: checkpoint.tmp) beside the previous good checkpoint:
+# resume ignores and removes it.
 d=$(damaged stray)
+head -c $((size / 3)) "$ckpt" >"$d/checkpoint.tmp.12345"
 head -c $((size / 3)) "$ckpt" >"$d/checkpoint.tmp"
 "$PFL" resume "$d" --quiet || fail "resume beside a stray checkpoint.tmp failed"
-[ ! -e "$d/checkpoint.tmp" ] && pass "stray checkpoint.tmp removed" || fail "checkpoint.tmp left"
+[ ! -e "$d/checkpoint.tmp" ] && [ ! -e "$d/checkpoint.tmp.12345" ] && pass "stray checkpoint.tmp files removed" ||
+    fail "checkpoint.tmp left: $(ls "$d")"
 "$PFL" run "${base[@]}" --out "$TMP/good_full" || fail "uninterrupted run failed"
 [ "$(json_field global_model_sha256 "$d/summary.json")" = "$(json_field global_model_sha256 "$TMP/good_full/summary.json")" ] &&
     pass "resumed beside checkpoint.tmp: same fingerprint" || fail "resumed beside checkpoint.tmp: fingerprint differs"

@@ -28,7 +28,7 @@ for trial in 1 2 3; do
         continue
     fi
     at="after round $(grep -o '"round":[0-9]*' "$out/metrics.jsonl" | tail -1 | cut -d: -f2)"
-    [ -e "$out/checkpoint.tmp" ] && during="during a checkpoint write" || during="between checkpoint writes"
+    compgen -G "$out/checkpoint.tmp*" >/dev/null && during="during a checkpoint write" || during="between checkpoint writes"
     "$PFL" resume "$out" --quiet || { fail "trial $trial: resume after a kill $at, $during, failed"; continue; }
     sha=$(json_field global_model_sha256 "$out/summary.json")
     [ "$sha" = "$sha_full" ] && pass "trial $trial: killed $at, $during; resumed fingerprint equal" ||
@@ -37,7 +37,7 @@ for trial in 1 2 3; do
         fail "trial $trial: metrics differ: $(diff <(strip "$TMP/full/metrics.jsonl") <(strip "$out/metrics.jsonl"))"
 done
 
-# Killed early (issue 13): the moment the first checkpoint file appears (the
+# Killed early: the moment the first checkpoint file appears (the
 # flags alone, written before the data loads) and 1 s after the start (often
 # while the data still loads); the checkpoint of the flags or of round 0 lets
 # pfl resume finish it anyway. A kill before the run wrote anything (a loaded

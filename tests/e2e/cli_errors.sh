@@ -35,7 +35,13 @@ expect_usage "apple --join 0.5" "--join 0.5" run --algo apple --join 0.5 --out "
 expect_usage "apple --apple-scheduler" "--apple-scheduler" run --algo apple --apple-scheduler linear --out "$TMP/never4"
 # issue 16: GPFL's output runs through its valve, so ALA's weights (learned on the backbone's output) are refused
 expect_usage "gpfl --ala" "--ala" run --algo gpfl --ala --out "$TMP/never5"
-[ ! -e "$TMP/never1" ] && [ ! -e "$TMP/never3" ] && [ ! -e "$TMP/never5" ] && pass "refused runs wrote nothing" || fail "a refused run wrote its --out"
+# PFLlib's personalized methods: FedKD's energy must grow, FedBN shares no part of a BatchNorm layer
+expect_usage "fedkd --kd-t-end below --kd-t-start" "--kd-t-end" run --algo fedkd --kd-t-end 0.9 --out "$TMP/never6"
+# (--bn is resolved after the flags, so these two come when the run is made: exit 1)
+expect_error "fedbn --bn stats-local" "--bn stats-local" run --algo fedbn --partition iid --bn stats-local
+expect_error "fedbn --bn shared on resnet18" "--bn shared" run --algo fedbn --partition iid --model resnet18 --bn shared
+[ ! -e "$TMP/never1" ] && [ ! -e "$TMP/never3" ] && [ ! -e "$TMP/never5" ] && [ ! -e "$TMP/never6" ] &&
+    pass "refused runs wrote nothing" || fail "a refused run wrote its --out"
 expect_error "missing data dir" "/nonexistent" run --data mnist --data-dir /nonexistent/pfl-data
 
 # Corrupt data files: wrong magic, truncation, labels out of range.

@@ -1,4 +1,4 @@
-# FedALP's personalized accuracy (issue 14): on one-label clients (each
+# FedALP's personalized accuracy: on one-label clients (each
 # digit owned by two of 20 clients) ten groups are ten digits, and a group
 # model that predicts its digit scores 100% on its clients' one-digit test
 # splits; the default M = 5 groups mix digits, so the metric says something.

@@ -1,4 +1,4 @@
-# Files that are not what they claim (issue 17), through the pfl command:
+# Files that are not what they claim, through the pfl command:
 # one line on stderr naming the file and the problem, nothing from a library
 # (the MAT v7.3 file on which libhdf5 overflows a heap buffer is refused
 # before libmatio opens it); and known dataset files recognized by md5: the

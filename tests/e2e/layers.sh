@@ -33,7 +33,7 @@ expect_error "pfl model --unit" "--unit 'layers'" "$PFL" model --model mlp --uni
 # the same model whichever way the same layers are named
 tiny=(--data mnist --model mlp --partition onelabel:100/20 --clients 4 --rounds 2 --batch 20 --lr 0.05 --threads 1
       --quiet)
-sha() { "$PFL" run "${tiny[@]}" "$@" --out "$TMP/run" >/dev/null && json_field global_model_sha256 "$TMP/run/summary.json"; }
+sha() { "$PFL" run "${tiny[@]}" "$@" --out "$TMP/run" --overwrite >/dev/null && json_field global_model_sha256 "$TMP/run/summary.json"; }
 base=$(sha --algo pfedcfr --cfr-layers 1)
 [ -n "$base" ] && [ "$(sha --algo pfedcfr --cfr-layers fc1)" = "$base" ] &&
     [ "$(sha --algo pfedcfr --cfr-layers 1 --layer-unit blocks)" = "$base" ] &&

@@ -61,6 +61,11 @@ refused() {
         # FedDyn's server state read every parameter of an upload
         "scaffold --ala" | "scaffold --flayer-agg" | "scaffold --flayer-lr" | "scaffold --flayer-mask" | \
             "feddyn --flayer-mask") printf '%s\n' "$2" ;;
+        # PFLlib's personalized methods: FML and FedKD train two models with their own steps, FedKD sends SVD
+        # factors of whole tensors, FedDBE's output reads h + m (not ALA's head(h)), FedMTL averages nothing
+        "fml --flayer-lr" | "fedkd --flayer-lr" | "fedkd --flayer-mask" | "feddbe --ala" | "fedmtl --flayer-mask")
+            printf '%s\n' "$2" ;;
+        "fedmtl --ala" | "fedmtl --flayer-agg") echo "nothing to mix" ;;
     esac
 }
 
@@ -68,7 +73,8 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fedavg-c fedprox-c perfedavg fedphp
     fedfomo apple partialfed
     fedcp gpfl fedrod fedbabu lgfedavg apfl
-    scaffold feddyn fedlc fedntd)
+    scaffold feddyn fedlc fedntd
+    fml fedkd feddbe fedmtl fedbn)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)

@@ -78,6 +78,16 @@ case_flags() {
         ditto_file) echo --algo ditto --join 0.6 --client-state "$TMP" ;;
         # --drop-rate: round 1 drops 5 of the 6 selected (fedavg), 7 of 10
         drop_fedavg) echo --algo fedavg --join 0.6 --drop-rate 0.3 ;;
+        # PFLlib's personalized methods: FedKD's message sizes counted from the uploads on every rank, FedMTL's
+        # W from the server's copies, FedDBE's global mean computed on every rank from every client
+        fml) echo --algo fml --fml-alpha 0.5 --fml-beta 0.5 --join 0.6 ;;
+        fml_mask) echo --algo fml --flayer-mask --join 0.6 ;;
+        fedkd) echo --algo fedkd --join 0.6 ;;
+        fedkd_update) echo --algo fedkd --kd-update --kd-paper-rank --drop-rate 0.3 ;;
+        feddbe) echo --algo feddbe --join 0.6 ;;
+        fedmtl) echo --algo fedmtl --join 0.6 ;;
+        fedmtl_reg) echo --algo fedmtl --mtl-reg-grad --join 0.6 ;;
+        fedbn) echo --algo fedbn --model resnet18 --partition iid --clients 3 --public 69940 --batch 10 --eval-batch 10 ;;
         drop_fedalp) echo --algo fedalp --groups 2 --warmup 1 --drop-rate 0.3 ;;
         drop_cfl) echo --algo cfl --cfl-warmup 0 --cfl-eps1 1e9 --cfl-eps2 0 --drop-rate 0.3 ;;
         # traditional methods: SCAFFOLD's c_i and FedDyn's grad_k on their owners, c and h replicated
@@ -116,6 +126,7 @@ else
         drop_cfl drop_fedper lgfedavg fedbabu apfl fedrod fedcp fedcp_mask gpfl gpfl_mask
         fedavg-c fedprox-c perfedavg fedphp perfedavg_hf_ala fedphp_agg fedfomo apple_silo partialfed
         scaffold drop_scaffold feddyn feddyn_ala fedlc fedntd_mask
+        fml fml_mask fedkd fedkd_update feddbe fedmtl fedmtl_reg fedbn
         "${text[@]}" bn_shared bn_local)
     twice=(fedavg fedala fedalp pfedcfr flayer drop_cfl)
 fi
@@ -230,6 +241,24 @@ interrupt() {
     done
 }
 [ "${PFL_SANITIZED:-0}" = 1 ] || { interrupt KILL; interrupt TERM; }
+
+# A folder holding an unfinished run of 3 ranks (its checkpoint and the
+# ranks' parts beside it): a new run is refused with one line naming pfl
+# resume; --overwrite clears it, the ranks' parts too
+parts="$TMP/ck_parts"
+"${MPIRUN[@]}" -np 3 "$PFL" run "${ck[@]}" --threads 1 --stop-after 2 --quiet --out "$parts" >"$parts.log" 2>&1 ||
+    fail "a 3-rank run stopped after round 2 failed: $(head -3 "$parts.log")"
+count_parts() { find "$parts" -maxdepth 1 -name 'checkpoint.[0-9]*' | wc -l; }
+before=$(count_parts)
+timeout 120 "${MPIRUN[@]}" -np 3 "$PFL" run "${ck[@]}" --threads 1 --quiet --out "$parts" >"$parts.again" 2>&1
+rc=$?
+[ "$before" -gt 0 ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "holds an unfinished run (checkpoint): pfl resume" "$parts.again" &&
+    [ "$(count_parts)" = "$before" ] && pass "a folder with a 3-rank run's checkpoint and $before parts refused (exit $rc)" ||
+    fail "a 3-rank run's folder: $before parts, exit $rc: $(head -3 "$parts.again")"
+"${MPIRUN[@]}" -np 3 "$PFL" run "${ck[@]}" --checkpoint-every 0 --rounds 1 --threads 1 --quiet --overwrite \
+    --out "$parts" >"$parts.over" 2>&1 && [ "$(count_parts)" = 0 ] && [ ! -e "$parts/checkpoint" ] &&
+    [ -e "$parts/summary.json" ] && pass "--overwrite under mpirun: the old checkpoint and its ranks' parts removed" ||
+    fail "--overwrite under mpirun: $(count_parts) parts left: $(head -3 "$parts.over")"
 
 # a failure on rank 0 alone (its --out is a file) ends the other ranks too
 touch "$TMP/not-a-dir"

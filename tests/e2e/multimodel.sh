@@ -1,4 +1,4 @@
-# FedFomo, APPLE and PartialFed (issue 15) through the command:
+# FedFomo, APPLE and PartialFed through the command:
 #  - the message bytes of methods that download M client models (FedALA's
 #    Table 3, "(1+M)*Sigma"): APPLE every client's core every round; FedFomo
 #    none in round 1 (the server holds no upload yet, as PFLlib's

@@ -42,7 +42,7 @@ want=$(((159010 - 2010) * 4 * 8))
 up=$(json_field bytes_up_per_round "$TMP/bytes-flayer/summary.json")
 awk -v u="$up" -v lo=$((159010 * 8 / 8)) -v hi=$((159010 * 4 * 8)) 'BEGIN { exit !(u > lo && u < hi) }' &&
     pass "flayer: masked uploads, $up bytes up per round" || fail "flayer bytes up $up not between mask bits and whole"
-# Issue 15 (part a): FedAvg-C, FedProx-C, Per-FedAvg and FedPHP exchange
+# FedAvg-C, FedProx-C, Per-FedAvg and FedPHP exchange
 # FedAvg's messages (FedALA Table 3: "2*Σ"), the whole model each way; of
 # them only FedPHP keeps anything, its inherited private model (the whole
 # mlp, 8 clients).
@@ -57,7 +57,7 @@ for algo in fedavg-c fedprox-c perfedavg fedphp; do
     [ "$got" = "$want" ] && pass "$algo: the client store holds $want bytes" ||
         fail "$algo: client_state_bytes $got, want $want"
 done
-# Issue 16: GPFL adds its valve (CoV: two Linear(200, 200) + LayerNorm(200),
+# GPFL adds its valve (CoV: two Linear(200, 200) + LayerNorm(200),
 # 81200 floats) and category embeddings (GCE: 10 x 200) to what travels, the
 # extractor (fc1: 157000); the head (fc: 2010) and the two conditions (2 x
 # 200) stay with each client, and summary.json counts all of them.
@@ -72,7 +72,7 @@ s_gpfl="$TMP/bytes-gpfl/summary.json" want=$(((157000 + 81200 + 2000) * 4 * 8))
     fail "gpfl: client_state_bytes $(json_field client_state_bytes "$s_gpfl")"
 grep -q '"bytes_down":' "$TMP/bytes-fedavg/metrics.jsonl" && grep -q '"bytes_up":' "$TMP/bytes-fedavg/metrics.jsonl" &&
     pass "metrics has bytes_down and bytes_up" || fail "metrics lacks message bytes"
-# Memory (issue 19): the peak resident memory, and what the client store
+# Memory: the peak resident memory, and what the client store
 # holds: Local, every client's whole mlp (10 clients trained); FedPer, every
 # client's head (fc: 2010 floats, 8 clients); FedAvg nothing.
 peak=$(json_field peak_rss_bytes "$s")

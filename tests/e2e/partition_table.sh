@@ -1,6 +1,6 @@
 # pfl partition prints one row per client with train/test sizes and class
 # counts; pat:2 gives every client at most 2 classes; --save writes JSON
-# whose index lists cover the dataset exactly once. On CIFAR-10 (issue 14):
+# whose index lists cover the dataset exactly once. On CIFAR-10:
 # shards:2 over 20 clients gives every client 2 shards of 1,500 samples and
 # at most 2 classes; FedALP's per-client Dirichlet (dirc) builds 100 clients
 # at alpha 0.001, 0.01 and 0.1 with Fraboni's tier sizes and prints each

@@ -1,4 +1,4 @@
-# Issue 18: reproducing a paper's table. Seeds (--seeds: each seed's numbers
+# Reproducing a paper's table. Seeds (--seeds: each seed's numbers
 # are the single --seed N run's, the summary's mean and std are theirs, and a
 # stopped multi-seed run resumes), the per-client metrics of every registered
 # method (client_acc, local_acc_p10, local_acc_min, checked by hand from the
@@ -15,7 +15,7 @@ num() { grep -o "\"$1\": *[^,}]*" "$2" | head -1 | sed 's/.*: *//'; }           
 stat_of() { grep -o "\"$1\": {\"mean\": [^,]*, \"std\": [^,]*" "$2" | sed 's/.*"mean": //; s/, "std": / /'; }
 same_number() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-9 * (1 + (a < 0 ? -a : a))) }'; }
 
-# ---- 1. seeds: issue 18's "done when" 1 (with a split 4 clients can cover:
+# ---- 1. seeds: item 1 (with a split 4 clients can cover:
 # the default pat:2 cannot give 10 classes to 4 clients)
 one=(--algo fedavg --data mnist --model mlp --clients 4 --rounds 2 --partition onelabel:100/20 --quiet)
 "$PFL" run "${one[@]}" --seeds 1,2 --out "$TMP/D" || fail "--seeds 1,2 failed"

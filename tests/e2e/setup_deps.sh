@@ -1,4 +1,4 @@
-# Issue 13: the setup installs what pfl needs, judged by what each package
+# The setup installs what pfl needs, judged by what each package
 # itself provides, and the built pfl really uses OpenBLAS.
 #
 # 1. scripts/deps.sh against fake roots (PFL_ROOT and PKG_CONFIG_LIBDIR point
@@ -6,8 +6,8 @@
 #    reference BLAS only (its cblas.h, blas.pc) must still ask for
 #    libopenblas-dev; one with OpenBLAS's openblas.pc and openblas_config.h
 #    must not. The old check, "a cblas.h exists", fails the first case.
-# 1b. the same for libyaml-dev, libjansson-dev, gnuplot-nox and libxml2-utils
-#    (issue 18): a header or a look-alike command alone is not the package.
+# 1b. the same for libyaml-dev, libjansson-dev, gnuplot-nox and libxml2-utils:
+#    a header or a look-alike command alone is not the package.
 # 2. build/pfl links libopenblas, and pfl run's first line names OpenBLAS.
 . tests/e2e/lib.sh
 
@@ -76,6 +76,27 @@ rm "$half/usr/include/$triplet/openblas-pthread/openblas_config.h"
 missing_in "$half" | grep -qx libopenblas-dev && pass "openblas.pc without openblas_config.h: asks for libopenblas-dev" ||
     fail "openblas.pc without its header passes for OpenBLAS"
 
+# LAPACK (FedKD's SVD): an OpenBLAS whose libopenblas.so exports sgesdd_
+# (Debian's) needs nothing more; one without it asks for liblapack-dev,
+# unless the reference LAPACK's lapack.pc is there
+lapack="$TMP/lapack"
+make_reference_blas_root "$lapack"
+add_openblas "$lapack"
+mkdir -p "$lapack/usr/lib/$triplet/openblas-pthread"
+if command -v nm >/dev/null && echo 'void sgesdd_(void) {}' | gcc -shared -fPIC -x c -o "$lapack/usr/lib/$triplet/openblas-pthread/libopenblas.so" - 2>/dev/null; then
+    missing_in "$lapack" | grep -qx liblapack-dev && fail "OpenBLAS with sgesdd_: setup still asks for liblapack-dev" ||
+        pass "OpenBLAS exporting sgesdd_: no liblapack-dev"
+    echo 'void sgemm_(void) {}' | gcc -shared -fPIC -x c -o "$lapack/usr/lib/$triplet/openblas-pthread/libopenblas.so" -
+    missing_in "$lapack" | grep -qx liblapack-dev && pass "OpenBLAS without LAPACK: asks for liblapack-dev" ||
+        fail "OpenBLAS without sgesdd_ passes for LAPACK"
+    printf 'Name: LAPACK\nDescription: reference LAPACK\nVersion: 3.11.0\nLibs: -llapack\n' \
+        >"$lapack/usr/lib/$triplet/pkgconfig/lapack.pc"
+    missing_in "$lapack" | grep -qx liblapack-dev && fail "lapack.pc present: still asks for liblapack-dev" ||
+        pass "the reference LAPACK's lapack.pc: not asked for"
+else
+    echo "no gcc or nm: the LAPACK checks are left out"
+fi
+
 # Fuzzing: clang alone is not enough; libFuzzer's runtime and clang's omp.h
 # are judged by the files libclang-rt-dev and libomp-dev install.
 fz="$TMP/clang-only"
@@ -93,7 +114,7 @@ m=$(missing_in "$fz" | tr '\n' ' ')
 case " $m" in *" libclang-rt-dev "* | *" libomp-dev "*) fail "fuzzer runtime and omp.h present, still asks: $m" ;;
               *) pass "fuzzer runtime and omp.h present: not asked for" ;; esac
 
-# The parsers and the plotter (issue 18), each by what its own package
+# The parsers and the plotter, each by what its own package
 # installs: libyaml-dev's yaml-0.1.pc and yaml.h, libjansson-dev's
 # jansson.pc and jansson.h, gnuplot-nox's gnuplot-nox binary (/usr/bin/gnuplot
 # is an alternative gnuplot-qt or gnuplot-x11 install too), libxml2-utils'

@@ -1,0 +1,207 @@
+# Outputs that cannot lie: what pfl writes is what it says, in files it owns.
+#  1. --out of pfl table and pfl plot replaces only a regular file or nothing
+#     (a symlink, a FIFO, a directory there: refused, left as it is);
+#  2. pfl resume of a finished run changes nothing and says so; resumed from
+#     the last round's checkpoint (killed before its summary), the summary is
+#     the uninterrupted run's;
+#  3. a run folder holding a run is refused by a new run (nothing touched)
+#     unless --overwrite, which removes the old run's files first; a failed
+#     run leaves nothing;
+#  4. a write error on standard output (a full device, a closed stdout) ends
+#     every command with exit 1 and one line; one on a run's files too;
+#  5. presets: nesting, size, anchors and a second document refused in one line;
+#  6. a preset cannot say where a run writes (out: ...) or how it runs;
+#  7. pfl resume keeps only the metrics rows its checkpoint covers (an edited
+#     row, or another run's rows, refused) and one folder runs one pfl at a time;
+# and the smaller ones: --seed beside --seeds, a --join that selects nobody,
+# an argument holding a line break, a client store cut short (SIGBUS).
+. tests/e2e/lib.sh
+
+small=(--algo ditto --data mnist --model dnn --partition onelabel:50/20 --clients 4 --quiet)
+md5() { md5sum "$@" 2>/dev/null | cut -c1-32 | tr '\n' ' '; }
+
+"$PFL" run "${small[@]}" --rounds 3 --checkpoint-every 1 --out "$TMP/run" || fail "the run the checks read failed"
+
+# ---- 1. only a regular file or nothing is replaced
+ln -s /proc/self/fd/1 "$TMP/link"
+expect_error "table --out a symlink" "link: a symbolic link" "$PFL" table "$TMP/run" --out "$TMP/link"
+[ -L "$TMP/link" ] && pass "the symlink is still a symlink" || fail "table --out replaced the symlink"
+mkfifo "$TMP/fifo"
+expect_error "table --out a FIFO" "fifo: a named pipe" "$PFL" table "$TMP/run" --out "$TMP/fifo"
+[ -p "$TMP/fifo" ] && pass "the FIFO is still a FIFO" || fail "table --out replaced the FIFO"
+mkdir "$TMP/folder.md"
+expect_error "table --out a directory" "folder.md: a directory" "$PFL" table "$TMP/run" --out "$TMP/folder.md"
+if command -v gnuplot >/dev/null; then
+    ln -s /dev/null "$TMP/curves.png"
+    expect_error "plot --out over a symlink" "curves.png: a symbolic link" "$PFL" plot "$TMP/run" --out "$TMP/curves"
+    [ -L "$TMP/curves.png" ] && [ ! -e "$TMP/curves.svg" ] && pass "the symlink kept, nothing drawn" ||
+        fail "plot replaced the symlink or drew the SVG alone"
+    "$PFL" plot "$TMP/run" --out "$TMP/fine" && [ -f "$TMP/fine.png" ] && [ -f "$TMP/fine.svg" ] &&
+        pass "plot into new files" || fail "plot into new files failed"
+else
+    echo "skipped: pfl plot checks (no gnuplot)"
+fi
+"$PFL" table "$TMP/run" --out "$TMP/table.md" && "$PFL" table "$TMP/run" --out "$TMP/table.md" &&
+    grep -q '^| run |' "$TMP/table.md" && pass "table --out writes and replaces a regular file" ||
+    fail "table --out over a regular file failed"
+# a file that cannot grow (the disk full, as the process sees it): refused, the old file kept
+before=$(md5 "$TMP/table.md")
+expect_error "table --out, no room" "table.md: write failed" bash -c "trap '' XFSZ; ulimit -f 0; exec \"\$@\"" - \
+    "$PFL" table "$TMP/run" --out "$TMP/table.md"
+[ "$(md5 "$TMP/table.md")" = "$before" ] && pass "the old table kept" || fail "a failed write changed the table"
+ls "$TMP" | grep -q '\.tmp' && fail "temporary files left: $(ls "$TMP")" || pass "no temporary file left"
+
+# ---- 2. resuming a finished run
+before=$(md5 "$TMP/run/summary.json" "$TMP/run/metrics.jsonl" "$TMP/run/checkpoint")
+out=$("$PFL" resume "$TMP/run" --quiet 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ] && case $out in *"finished"*"nothing changed"*) true ;; *) false ;; esac &&
+    pass "resume of a finished run says so: $out" || fail "resume of a finished run: exit $rc: $out"
+[ "$(md5 "$TMP/run/summary.json" "$TMP/run/metrics.jsonl" "$TMP/run/checkpoint")" = "$before" ] &&
+    pass "resume of a finished run changed nothing" || fail "resume of a finished run changed its files"
+# killed after the last round's checkpoint, before the summary: resumed, the same summary
+cp -r "$TMP/run" "$TMP/nosummary" && rm "$TMP/nosummary/summary.json"
+"$PFL" resume "$TMP/nosummary" --quiet || fail "resume from the last round's checkpoint failed"
+for key in personal_models_sha256 global_model_sha256 final_local_acc; do
+    a=$(json_field $key "$TMP/run/summary.json") b=$(json_field $key "$TMP/nosummary/summary.json")
+    [ -n "$a" ] && [ "$a" = "$b" ] && pass "resumed at the end: $key as the run's" || fail "resumed at the end: $key $b != $a"
+done
+
+# ---- 3. run folders have an owner
+before=$(md5 "$TMP/run/summary.json" "$TMP/run/metrics.jsonl" "$TMP/run/checkpoint")
+expect_error "a new run into a finished run's folder" "holds a finished run (summary.json): --overwrite" \
+    "$PFL" run "${small[@]}" --rounds 1 --out "$TMP/run"
+expect_error "... one that fails after the data loads" "holds a finished run" \
+    "$PFL" run "${small[@]}" --rounds 1 --clients 100000 --out "$TMP/run"
+[ "$(md5 "$TMP/run/summary.json" "$TMP/run/metrics.jsonl" "$TMP/run/checkpoint")" = "$before" ] &&
+    pass "the refused runs touched nothing" || fail "a refused run changed the folder"
+"$PFL" table "$TMP/run" >/dev/null || fail "the old run no longer reads"
+cp -r "$TMP/run" "$TMP/over" && touch "$TMP/over/notes.txt"
+"$PFL" run "${small[@]}" --rounds 3 --seed 2 --stop-after 1 --checkpoint-every 1 --out "$TMP/over" --overwrite ||
+    fail "--overwrite, stopped after round 1"
+[ ! -e "$TMP/over/summary.json" ] && [ "$(grep -c . "$TMP/over/metrics.jsonl")" -eq 2 ] && [ -e "$TMP/over/notes.txt" ] &&
+    pass "--overwrite: the old summary gone, the new run's rows alone, other files kept" ||
+    fail "--overwrite left $(ls "$TMP/over"), metrics: $(cut -c1-12 "$TMP/over/metrics.jsonl")"
+expect_error "table of the interrupted run" "summary.json" "$PFL" table "$TMP/over"
+expect_error "a new run into an unfinished run's folder" "pfl resume $TMP/over goes on with it" \
+    "$PFL" run "${small[@]}" --rounds 1 --out "$TMP/over"
+"$PFL" run "${small[@]}" --rounds 1 --seeds 1,2 --out "$TMP/seeds" || fail "--seeds run failed"
+expect_error "a new run into a --seeds run's folder" "holds a finished run" "$PFL" run "${small[@]}" --rounds 1 --out "$TMP/seeds"
+rm "$TMP/seeds/summary.json"
+expect_error "... its seeds alone" "holds a run of several seeds (seed-" "$PFL" run "${small[@]}" --rounds 1 --out "$TMP/seeds"
+"$PFL" run "${small[@]}" --rounds 1 --out "$TMP/seeds" --overwrite && [ ! -e "$TMP/seeds/seed-1" ] &&
+    pass "--overwrite removes the seeds' folders" || fail "--overwrite over a --seeds run: $(ls "$TMP/seeds")"
+expect_error "a failed new run" "--clients 100000" "$PFL" run "${small[@]}" --rounds 1 --clients 100000 --checkpoint-every 1 --out "$TMP/new/deep"
+[ ! -e "$TMP/new/deep" ] && pass "a failed new run leaves nothing" || fail "a failed new run left $(ls -R "$TMP/new")"
+
+# ---- 4. write errors
+for cmd in "table $TMP/run" "model --model cnn" "partition --partition iid --clients 2" \
+    "preset configs/flayer-t2-cifar10-cnn.yaml" "run --help" "--version"; do
+    read -r -a args <<<"$cmd"
+    out=$("$PFL" "${args[@]}" 2>&1 >/dev/full | grep -v '^\[pfl\]')
+    rc=$("$PFL" "${args[@]}" >/dev/full 2>/dev/null; echo $?)
+    [ "$rc" = 1 ] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ] && case $out in *"standard output: write failed"*) true ;; *) false ;; esac &&
+        pass "pfl $cmd > /dev/full: exit 1, $out" || fail "pfl $cmd > /dev/full: exit $rc: $out"
+    rc=$("$PFL" "${args[@]}" >&- 2>/dev/null; echo $?)
+    [ "$rc" = 1 ] && pass "pfl $cmd >&-: exit 1" || fail "pfl $cmd with stdout closed: exit $rc"
+done
+# a run's own files: a metrics line that cannot be written ends the run, with no summary
+expect_error "run, metrics.jsonl cannot grow" "metrics.jsonl: write failed" bash -c "trap '' XFSZ; ulimit -f 1; exec \"\$@\"" - \
+    "$PFL" run "${small[@]}" --clients 40 --partition onelabel:20/5 --rounds 6 --out "$TMP/full"
+[ ! -e "$TMP/full/summary.json" ] && pass "no summary after a lost metrics line" || fail "a summary beside lost metrics"
+
+# ---- 5. presets: bounded and one document
+python3 -c "print('[' * 20000)" >"$TMP/deep.yaml"
+expect_error "20,000 '['" "deep.yaml:1: nested deeper than 16 levels" "$PFL" preset --check "$TMP/deep.yaml"
+python3 -c "
+print('paper: P\ntable: T\ncolumn: C\ncells: [{algo: fedavg, label: FedAvg}]\nderived:')
+for i in range(100000): print('  - {what: w%d, printed: p, computed: c}' % i)" >"$TMP/big.yaml"
+expect_error "a 4 MB preset" "big.yaml: larger than 1024 KiB" "$PFL" preset --check "$TMP/big.yaml"
+printf 'paper: P\ntable: T\ncolumn: C\ncells: [{algo: fedavg, label: FedAvg}]\n---\nsetting: {lr: 9}\n' >"$TMP/two.yaml"
+expect_error "a second document" "two.yaml:5: a second YAML document" "$PFL" preset --check "$TMP/two.yaml"
+python3 -c "
+print('paper: P\ntable: T\ncolumn: C\ncells: [{algo: fedavg, label: FedAvg}]\nderived:')
+for i in range(101): print('  - &a%d {what: w}' % i)" >"$TMP/anchors.yaml"
+expect_error "101 anchors" "more than 100 anchors" "$PFL" preset --check "$TMP/anchors.yaml"
+
+# ---- 6. where a run writes is the command line's
+sed "s|^setting:|setting:\n  out: $TMP/elsewhere|" configs/flayer-t2-cifar10-cnn.yaml >"$TMP/out.yaml"
+expect_error "out: in a preset" "setting.out: where and how this machine runs a cell" "$PFL" preset --check "$TMP/out.yaml"
+expect_error "pfl run --config with out:" "setting.out" \
+    "$PFL" run --config "$TMP/out.yaml" --cell FedAvg --rounds 1 --data-dir "$TMP/no-data" --quiet
+[ ! -e "$TMP/elsewhere" ] && pass "nothing written where the preset said" || fail "the preset's out: was written"
+for key in checkpoint-every data-dir threads config overwrite; do
+    sed "s/^  - algo: flayer/  - algo: flayer\n    flags: {$key: 1}/; /^    flags: {head-layers: 1}/d" \
+        configs/flayer-t2-cifar10-cnn.yaml >"$TMP/$key.yaml"
+    expect_error "$key: in a cell" ".flags.$key: where and how" "$PFL" preset --check "$TMP/$key.yaml"
+done
+
+# ---- 7. the metrics rows a checkpoint covers, and one pfl per folder
+"$PFL" run "${small[@]}" --rounds 5 --checkpoint-every 2 --stop-after 3 --out "$TMP/part" || fail "stopped run failed"
+"$PFL" run "${small[@]}" --seed 9 --rounds 5 --out "$TMP/other" || fail "another run failed"
+cp -r "$TMP/part" "$TMP/edited"
+sed -i '1s/"local_acc":[0-9.]*/"local_acc":0.999/' "$TMP/edited/metrics.jsonl"
+before=$(md5 "$TMP/edited/metrics.jsonl" "$TMP/edited/checkpoint")
+expect_error "an edited row" "metrics.jsonl: the lines up to round 2 are not the ones the checkpoint was written after" \
+    "$PFL" resume "$TMP/edited" --quiet
+[ "$(md5 "$TMP/edited/metrics.jsonl" "$TMP/edited/checkpoint")" = "$before" ] && [ ! -e "$TMP/edited/summary.json" ] &&
+    pass "refused: nothing changed" || fail "the refused resume changed the folder"
+cp -r "$TMP/part" "$TMP/mixed"
+cp "$TMP/other/metrics.jsonl" "$TMP/mixed/metrics.jsonl"
+expect_error "another run's rows" "are not the ones the checkpoint was written after" "$PFL" resume "$TMP/mixed" --quiet
+cp -r "$TMP/part" "$TMP/short"
+head -c 100 "$TMP/part/metrics.jsonl" >"$TMP/short/metrics.jsonl"
+expect_error "rows cut short" "shorter than the" "$PFL" resume "$TMP/short" --quiet
+"$PFL" resume "$TMP/part" --quiet && [ -e "$TMP/part/summary.json" ] && pass "the untouched copy resumes" ||
+    fail "the untouched stopped run did not resume"
+# two pfl on one folder: the second is refused while the first holds it
+"$PFL" run "${small[@]}" --rounds 100000 --checkpoint-every 1 --stop-after 1 --out "$TMP/long" || fail "long run failed"
+"$PFL" resume "$TMP/long" --quiet &
+pid=$!
+for _ in $(seq 1000); do # until the first has trained a round (it took the folder before it began)
+    n=$(grep -c . "$TMP/long/metrics.jsonl" 2>/dev/null || true)
+    [ "${n:-0}" -ge 3 ] && break
+    sleep 0.02
+done
+expect_error "a second resume of a folder in use" "long: in use by another pfl process" \
+    "$PFL" resume "$TMP/long" --quiet --stop-after 2
+expect_error "a new run into a folder in use" "in use by another pfl process" \
+    "$PFL" run "${small[@]}" --rounds 1 --out "$TMP/long" --overwrite
+kill "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+
+# ---- the smaller ones
+expect_error "--seed beside --seeds" "--seed and --seeds: give one" "$PFL" run "${small[@]}" --rounds 0 --seed 3 --seeds 1,2 --out "$TMP/s"
+expect_error "--join that selects nobody" "--join 0.1: selects round(0.1 x 4) = 0" "$PFL" run "${small[@]}" --rounds 0 --join 0.1
+expect_error "an --out holding a line break" 'x\x0ay' "$PFL" run "${small[@]}" --rounds 0 --out "$TMP/x
+y"
+[ ! -e "$TMP/x
+y" ] && pass "nothing written" || fail "the --out with a line break was written"
+# a client store cut short under the run (another program truncating its file): one line, not a bare SIGBUS
+# (run by a bash of its own, whose "Bus error" report goes to /dev/null)
+mkdir "$TMP/state"
+bash -c '"$@" 2>"$0"' "$TMP/bus.err" "$PFL" run "${small[@]}" --rounds 100000 --client-state "$TMP/state" \
+    --out "$TMP/bus" 2>/dev/null &
+pid=$!
+cut=0
+for _ in $(seq 1000); do
+    # once every client has trained (round 1 evaluated): each holds its rows, which the store allocated then
+    n=$(grep -c . "$TMP/bus/metrics.jsonl" 2>/dev/null || true)
+    [ "${n:-0}" -ge 2 ] || { sleep 0.02; continue; }
+    for fd in /proc/[0-9]*/fd/*; do
+        case $(readlink "$fd" 2>/dev/null) in "$TMP/state/"*) truncate -s 0 "$fd" && cut=1 ;; esac
+    done
+    [ $cut = 1 ] && break
+    sleep 0.02
+done
+for _ in $(seq 500); do kill -0 $pid 2>/dev/null || break; sleep 0.02; done
+pkill -P $pid 2>/dev/null # the run, when it is still going (the check below then fails)
+wait $pid
+rc=$?
+if [ $cut = 0 ]; then
+    echo "skipped: the client store's file was not found to cut short"
+else
+    grep -q 'SIGBUS.*client store of --client-state' "$TMP/bus.err" && [ "$(grep -vc '^\[pfl\]' "$TMP/bus.err")" -eq 1 ] &&
+        pass "store cut short: one line ($(grep SIGBUS "$TMP/bus.err" | cut -c1-60)...), exit $rc" ||
+        fail "store cut short: exit $rc, stderr: $(cat "$TMP/bus.err")"
+fi
+finish
