@@ -59,6 +59,20 @@ DATA_FLAGS += -DPFL_NO_JPEG
 $(warning libjpeg not found (apt-get install libjpeg-dev): building without the tinyimagenet dataset)
 endif
 
+# libhdf5 (Debian's libhdf5-dev, the serial build, through its own
+# hdf5-serial.pc) writes PFLlib's results files: pfl export --results-h5,
+# which PFLlib's result scripts read. Optional: without it pfl builds, says
+# so here, and pfl export --results-h5 fails with "pfl was built without
+# libhdf5".
+HDF5_PC := $(firstword $(foreach p,hdf5-serial hdf5,$(shell pkg-config --exists $(p) 2>/dev/null && echo $(p))))
+ifeq ($(HDF5_PC),)
+DATA_FLAGS += -DPFL_NO_HDF5
+$(warning libhdf5 not found (apt-get install libhdf5-dev): building without pfl export --results-h5)
+else
+DATA_FLAGS += $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(HDF5_PC)))
+HDF5_LIBS  := $(shell pkg-config --libs $(HDF5_PC))
+endif
+
 # Reading what runs wrote and what presets say: libjansson (JSON: a
 # multi-seed run's summary, resuming's metrics.jsonl, pfl table and pfl
 # plot) and libyaml (configs/*.yaml, pfl run --config), both through their
@@ -93,9 +107,44 @@ MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(MPI_PC)))
 MPI_LIBS   := $(shell pkg-config --libs $(MPI_PC))
 endif
 
+# CUDA (docs/architecture.md, "The CUDA backend"): with nvcc on PATH or in
+# /usr/local/cuda/bin (or NVCC=path) the CUDA backend, src/backend/cuda.cu, is built into the same
+# pfl and libpfl, and `pfl run --device cuda` trains on the GPU; CUDA=0
+# builds without it, as does a machine without nvcc. The CUDA runtime is
+# linked statically and cuBLAS opened at run time, so the binary still
+# starts on a machine without a GPU or CUDA's libraries (where --device cuda
+# says why it cannot run). Convolutions are im2col + cuBLAS GEMMs: cuDNN is
+# not used. CUDA_ARCH picks the GPUs' machine code (Hopper, sm_90, by
+# default, and PTX the driver compiles for later ones).
+NVCC     ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc),nvcc)
+CUDA     ?= $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+ifeq ($(SANITIZE),fuzz)
+CUDA := 0
+endif
+ifeq ($(CUDA),1)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell command -v $(NVCC))))
+CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a $(CUDA_HOME)/lib/libcudart_static.a \
+                 $(CUDA_HOME)/targets/x86_64-linux/lib/libcudart_static.a))
+ifeq ($(CUDA_LIBDIR),)
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+$(error CUDA: nvcc found ($(NVCC)) but not libcudart_static.a under $(CUDA_HOME): set CUDA_HOME, or build without the CUDA backend: make CUDA=0)
+endif
+endif
+DATA_FLAGS += -DPFL_CUDA
+CUDA_LIBS  := -L$(dir $(CUDA_LIBDIR)) -lcudart_static -ldl -lrt -lpthread
+CUDA_OBJ   := $(BUILD)/src/backend/cuda.o
+$(info CUDA backend: built ($(NVCC), $(CUDA_HOME)); convolutions by im2col + cuBLAS (cuDNN is not used))
+else
+$(info CUDA backend: not built ($(if $(filter 0,$(CUDA)),CUDA=0,no nvcc on PATH)): pfl runs on the CPU only)
+endif
+# nvcc's own warnings, and the host compiler's, are errors as in C
+NVFLAGS := -std=c++20 -O3 -g $(CUDA_ARCH) -Werror all-warnings \
+           -Xcompiler -fPIC,-Wall,-Wextra,-Werror,-Wshadow,-fno-semantic-interposition,-fno-exceptions,-fno-threadsafe-statics -Isrc
+
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
 CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -O3 -g -fopenmp $(WARN) -Isrc $(BLAS_CFLAGS) $(DATA_FLAGS) $(PARSE_CFLAGS) $(EXTRA_CFLAGS)
-LDLIBS  := $(BLAS_LIBS) $(LAPACK_LIBS) $(MATIO_LIBS) $(JPEG_LIBS) $(MPI_LIBS) $(JANSSON_LIBS) $(YAML_LIBS) -lz -lm -fopenmp
+LDLIBS  := $(BLAS_LIBS) $(LAPACK_LIBS) $(MATIO_LIBS) $(JPEG_LIBS) $(HDF5_LIBS) $(MPI_LIBS) $(JANSSON_LIBS) $(YAML_LIBS) $(CUDA_LIBS) -lz -lm -fopenmp
 ifeq ($(SANITIZE),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDLIBS  += -fsanitize=address,undefined
@@ -110,9 +159,13 @@ endif
 LIB_SRC  := $(filter-out src/cli/%,$(wildcard src/*/*.c))
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# the CUDA backend against the CPU (tests/gpu/): built with the backend, skipped without a GPU
+ifeq ($(CUDA),1)
+TESTS    += $(BUILD)/tests/test_cuda_ops
+endif
 # Fuzzing (fuzz/, README "Robustness"): every harness fuzz/<name>.c is linked
 # with fuzz/replay.c into $(BUILD)/fuzz/replay_<name>, part of `all`, with
 # which the test suite replays the committed inputs (tests/e2e/fuzz_replay.sh);
@@ -153,8 +206,8 @@ $(LIB_OBJ): CFLAGS += $(PIC_FLAGS)
 # or with other EXTRA_CFLAGS, is rebuilt rather than linked stale.
 FLAGS_STAMP := $(BUILD)/cflags
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
-$(shell mkdir -p $(BUILD) && printf '%s\n' '$(CC) $(CFLAGS) $(PIC_FLAGS)' | cmp -s - $(FLAGS_STAMP) || \
-        printf '%s\n' '$(CC) $(CFLAGS) $(PIC_FLAGS)' >$(FLAGS_STAMP))
+$(shell mkdir -p $(BUILD) && printf '%s\n' '$(CC) $(CFLAGS) $(PIC_FLAGS) $(if $(CUDA_OBJ),$(NVCC) $(NVFLAGS))' | cmp -s - $(FLAGS_STAMP) || \
+        printf '%s\n' '$(CC) $(CFLAGS) $(PIC_FLAGS) $(if $(CUDA_OBJ),$(NVCC) $(NVFLAGS))' >$(FLAGS_STAMP))
 endif
 $(LIB_OBJ) $(CLI_OBJ): $(FLAGS_STAMP)
 
@@ -178,8 +231,8 @@ $(BUILD)/libpfl.so: $(LIB_OBJ) $(BUILD)/libpfl.map
 # Libs.private list what linking libpfl.a needs (pkg-config --static). A
 # sanitized build (SANITIZE=1) puts the sanitizers in Libs: its libpfl
 # needs their run-time libraries.
-PC_REQUIRES := $(strip $(BLAS_PC) $(if $(MATIO_LIBS),matio) $(JPEG_PC) $(MPI_PC) jansson yaml-0.1)
-PC_PRIVATE  := $(strip $(if $(BLAS_PC),,$(BLAS_LIBS)) $(LAPACK_LIBS) $(if $(JPEG_PC),,$(JPEG_LIBS)) -lz -lm -fopenmp)
+PC_REQUIRES := $(strip $(BLAS_PC) $(if $(MATIO_LIBS),matio) $(JPEG_PC) $(HDF5_PC) $(MPI_PC) jansson yaml-0.1)
+PC_PRIVATE  := $(strip $(if $(BLAS_PC),,$(BLAS_LIBS)) $(LAPACK_LIBS) $(if $(JPEG_PC),,$(JPEG_LIBS)) $(CUDA_LIBS) -lz -lm -fopenmp)
 comma       := ,
 PC_LIBS     := -L$${libdir} -lpfl$(if $(filter 1,$(SANITIZE)), -fsanitize=address$(comma)undefined)
 install: $(BUILD)/pfl $(BUILD)/libpfl.a $(PUBLIC)
@@ -199,6 +252,10 @@ $(BUILD)/pfl: $(CLI_OBJ) $(BUILD)/libpfl.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libpfl.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libpfl.a $(LDLIBS)
+
+$(BUILD)/tests/test_cuda_ops: tests/gpu/test_cuda_ops.c $(BUILD)/libpfl.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libpfl.a $(LDLIBS)
 
@@ -230,6 +287,10 @@ $(BUILD)/src/fl/transport.o: CFLAGS += $(MPI_CFLAGS)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/src/backend/cuda.o: src/backend/cuda.cu $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) $(DATA_FLAGS) -MD -MF $(@:.o=.d) -MP -c -o $@ $<
 
 # Unit tests, then end-to-end tests of the pfl command (tests/e2e/*.sh).
 test: all

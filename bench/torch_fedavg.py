@@ -77,7 +77,11 @@ def parse_args():
     p.add_argument("--data-dir", default=ct.default_data_dir(), help="default: $PFL_DATA or ./data")
     p.add_argument("--data", default=None, choices=ct.DATASETS, help="override the partition file's dataset")
     # parameters only are averaged here: no models with BatchNorm state
-    p.add_argument("--model", default="cnn", choices=("cnn", "dnn", "mlp"))
+    p.add_argument("--model", default="cnn", choices=ct.MODELS)
+    p.add_argument("--device", default="cpu",
+                   help="torch device, cpu or cuda (clients still train one after another, as PFLlib's do)")
+    p.add_argument("--local-steps", type=int, default=0,
+                   help="an epoch is at most K batches (0: a pass), as pfl's --local-steps K; for timing")
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch", type=int, default=10)
@@ -112,6 +116,8 @@ def main():
         sys.exit("unknown dataset %r (use --data)" % dataset)
     t_load = time.perf_counter()
     X, Y = ct.load_dataset(dataset, a.data_dir)
+    dev = torch.device(a.device)
+    X, Y = X.to(dev), Y.to(dev)   # the whole dataset on the device once
     total = len(X)
     train_lists, test_lists = part["train"], part["test"]
     N = len(train_lists)
@@ -121,22 +127,27 @@ def main():
         if lst and (min(lst) < 0 or max(lst) >= total):
             sys.exit("partition: index out of range [0, %d)" % total)
 
-    train_idx = [torch.tensor(l, dtype=torch.long) for l in train_lists]
-    test_idx = [torch.tensor(l, dtype=torch.long) for l in test_lists]
+    train_idx = [torch.tensor(l, dtype=torch.long, device=dev) for l in train_lists]
+    test_idx = [torch.tensor(l, dtype=torch.long, device=dev) for l in test_lists]
     Xtr = [X[i].contiguous() for i in train_idx]   # each client's train split, gathered once
     Ytr = [Y[i].contiguous() for i in train_idx]
     n_train = np.array([len(l) for l in train_lists], dtype=np.int64)
     n_test = np.array([len(l) for l in test_lists], dtype=np.int64)
     # all clients' test samples, evaluated in one pass; owner[k] = client of sample k
-    test_all = torch.cat(test_idx) if N else torch.zeros(0, dtype=torch.long)
+    test_all = torch.cat(test_idx) if N else torch.zeros(0, dtype=torch.long, device=dev)
     test_owner = torch.from_numpy(np.repeat(np.arange(N), n_test))
     print("[torch-fedavg] %s %s: %d clients, %d train / %d test samples, %d merged; load %.1fs; "
-          "torch %s, %d threads, OpenBLAS threads %s; load average %.2f" %
+          "torch %s on %s, %d threads, OpenBLAS threads %s; load average %.2f" %
           (dataset, part.get("partition", "?"), N, n_train.sum(), n_test.sum(), total,
-           time.perf_counter() - t_load, torch.__version__, a.threads, blas, os.getloadavg()[0]), file=sys.stderr, flush=True)
+           time.perf_counter() - t_load, torch.__version__,
+           torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu", a.threads, blas, os.getloadavg()[0]), file=sys.stderr, flush=True)
 
     torch.manual_seed(a.seed)
-    model = ct.build_model(a.model, dataset)     # the global model's initialization
+    model = ct.build_model(a.model, dataset).to(dev)     # the global model's initialization
+
+    def sync():  # a GPU works asynchronously: timings end when its work has
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
     global_params = [p.detach().clone() for p in model.parameters()]
     params = list(model.parameters())
     opt = torch.optim.SGD(params, lr=a.lr, momentum=0.0)
@@ -163,7 +174,7 @@ def main():
                 losses.append(F.cross_entropy(out, y, reduction="none").double())
         if not corr:
             return torch.zeros(0, dtype=torch.bool), torch.zeros(0, dtype=torch.float64)
-        return torch.cat(corr), torch.cat(losses)
+        return torch.cat(corr).cpu(), torch.cat(losses).cpu()
 
     def evaluate():
         model.eval()
@@ -178,7 +189,7 @@ def main():
             if keep == 0:
                 continue
             perm = torch.randperm(n, generator=gen)[:keep] if keep < n else torch.arange(n)
-            tr_sel.append(train_idx[c][perm])
+            tr_sel.append(train_idx[c][perm.to(dev)])
         if tr_sel:
             _, tr_loss = per_sample(torch.cat(tr_sel))
             train_loss = float(tr_loss.sum()) / len(tr_loss)
@@ -192,19 +203,25 @@ def main():
                 "train_loss": train_loss}
 
     def train_client(c):
+        """E epochs of SGD on client c from the global model; returns the samples seen."""
+        seen = 0
         load_global()
         model.train()
         n = int(n_train[c])
         for _ in range(a.epochs):
-            perm = torch.randperm(n, generator=gen)
+            perm = torch.randperm(n, generator=gen).to(dev)
             xp, yp = Xtr[c][perm], Ytr[c][perm]
             stop = (n // B) * B if a.drop_last else n
+            if a.local_steps > 0:
+                stop = min(stop, a.local_steps * B)
             for s in range(0, stop, B):
                 out = model(xp[s:s + B])
                 loss = loss_fn(out, yp[s:s + B])
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+                seen += len(out)
+        return seen
 
     out_f = open(a.out, "w") if a.out else None
     run_t0 = time.perf_counter()
@@ -217,27 +234,31 @@ def main():
         metrics = None
         if i % a.eval_every == 0:
             metrics = evaluate()
+        sync()
         t_eval = time.perf_counter() - t0
         if i < a.rounds:
             t1 = time.perf_counter()
             tot = float(n_train[selected].sum())
             agg = [torch.zeros_like(g) for g in global_params]
+            trained = 0
             for c in selected:
-                train_client(c)
+                trained += train_client(c)
                 w = float(n_train[c]) / tot
                 with torch.no_grad():
                     for acc_p, p in zip(agg, params):
                         acc_p += p.data.clone() * w
             global_params = agg
+            sync()
             t_train = time.perf_counter() - t1
         else:
-            t_train = 0.0
+            t_train, trained = 0.0, 0
         secs = time.perf_counter() - t0
         rec = {"round": i}
         keys = ("local_acc", "local_acc_mean", "local_acc_std", "global_acc", "train_loss")
         rec.update({k: (metrics[k] if metrics else None) for k in keys})
         rec.update({"seconds": round(secs, 4), "eval_seconds": round(t_eval, 4), "train_seconds": round(t_train, 4),
-                    "selected": len(selected) if i < a.rounds else 0, "impl": "torch", "algo": "fedavg"})
+                    "selected": len(selected) if i < a.rounds else 0, "impl": "torch", "algo": "fedavg",
+                    "device": a.device, "train_samples": trained})
         if out_f:
             out_f.write(json.dumps(rec) + "\n")
             out_f.flush()

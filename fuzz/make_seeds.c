@@ -14,6 +14,8 @@
 #include <zlib.h>
 
 #include "ckpt_sections.c" /* the runs the checkpoint harness loads into */
+#define FUZZ_PFLLIB_CONFIG_NO_ENTRY
+#include "pfllib_config.c" /* the folder the config.json harness loads */
 
 static const char *out_root;
 
@@ -234,6 +236,29 @@ static void tin_seeds(void) {
     seed("tin_annotations", "wnids", wn, sizeof wn - 1);
 }
 
+/* config.json beside the folder pfllib_config.c exports: pfl's own, then
+ * as PFLlib's generators write it (statistics and all), as older PFLlib
+ * wrote it (no num_classes), and with one client and the iid keys. */
+static void pfllib_config_seeds(void) {
+    char path[600];
+    size_t n;
+    snprintf(path, sizeof path, "%s/config.json", pfllib_config_folder());
+    uint8_t *exported = slurp(path, &n);
+    seed("pfllib_config", "exported.json", exported, n);
+    free(exported);
+    const char *const configs[][2] = {
+        {"pfllib-pat.json", "{\"num_clients\": 2, \"num_classes\": 3, \"non_iid\": true, \"balance\": false, "
+                            "\"partition\": \"pat\", \"Size of samples for labels in clients\": [[[0, 2], [1, 2], "
+                            "[2, 2]], [[0, 2], [1, 2], [2, 2]]], \"alpha\": 0.1, \"batch_size\": 10}"},
+        {"older.json", "{\"num_clients\": 2}"},
+        {"iid-one-client.json", "{\"num_clients\": 1, \"num_classes\": 3, \"non_iid\": false, \"balance\": true, "
+                                "\"partition\": null, \"Size of samples for labels in clients\": [[[0, 2], [1, 2], "
+                                "[2, 2]]], \"alpha\": 0.1, \"batch_size\": 10}"},
+    };
+    for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++)
+        seed("pfllib_config", configs[k][0], configs[k][1], strlen(configs[k][1]));
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s OUT_DIR (fuzz/corpus)\n", argv[0]);
@@ -247,5 +272,6 @@ int main(int argc, char **argv) {
     ckpt_seeds();
     svhn_seeds();
     tin_seeds();
+    pfllib_config_seeds();
     return 0;
 }

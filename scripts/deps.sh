@@ -72,6 +72,9 @@ deps_missing() {
     # zlib1g-dev ships zlib.pc and zlib.h
     have_pkg zlib && have_file /usr/include/zlib.h || echo zlib1g-dev
     have_pkg matio || echo libmatio-dev
+    # libhdf5-dev: the serial build's own hdf5-serial.pc and header (hdf5.pc is
+    # an alternative that libhdf5-openmpi-dev installs too)
+    have_pkg hdf5-serial && have_file /usr/include/hdf5/serial/hdf5.h || echo libhdf5-dev
     # libjpeg62-turbo-dev ships libjpeg.pc and jpeglib.h (in the triplet dir)
     have_pkg libjpeg && { have_file /usr/include/jpeglib.h || have_file "/usr/include/$t/jpeglib.h"; } || echo libjpeg-dev
     have_file /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz || echo dataset-fashion-mnist

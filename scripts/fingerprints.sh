@@ -28,6 +28,7 @@ algo_flags() {
         fedalp) echo --groups 2 --warmup 1 ;;
         cfl) echo --cfl-eps1 1e9 --cfl-eps2 0 --cfl-warmup 1 ;;
         fedtsdp) echo --public 500 --tsdp-hth 0 ;;
+        fedgc) echo --partition dir:0.3 ;; # one label a client: nothing to classify among
     esac
 }
 
@@ -52,7 +53,8 @@ run() {
 algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
     fedavg-c fedprox-c perfedavg fedphp lgfedavg fedbabu apfl fedrod fedcp gpfl fedfomo apple partialfed
     scaffold feddyn fedlc fedntd
-    fml fedkd feddbe fedmtl fedbn)
+    fml fedkd feddbe fedmtl fedbn
+    fedcac fedas pfl-da fedgc)
 for algo in "${algos[@]}"; do
     for mod in none --ala --flayer-agg --flayer-lr --flayer-mask; do
         mods=()
@@ -74,7 +76,8 @@ done
 bn=(--data mnist --model resnet18 --partition onelabel:20/5 --clients 4 --rounds 2 --batch 10 --lr 0.05 --quiet
     --threads 2 --eval-batch 10)
 for algo in fedavg fedper fedrep ditto fedala flayer fedamp pfedcfr local lgfedavg fedbabu apfl fedrod fedcp gpfl \
-    fedphp perfedavg apple partialfed fedfomo scaffold feddyn fedlc fedntd fml fedkd feddbe fedmtl fedbn; do
+    fedphp perfedavg apple partialfed fedfomo scaffold feddyn fedlc fedntd fml fedkd feddbe fedmtl fedbn \
+    fedcac fedas pfl-da fedgc; do
     for mode in shared local stats-local; do
         for join in 1 0.5; do
             run "bn_${algo}_${mode}_j$join" "${bn[@]}" --algo "$algo" --bn "$mode" --join "$join"

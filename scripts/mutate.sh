@@ -48,7 +48,10 @@ want=" $* "
 
 restore_file=""
 restore() { [ -n "$restore_file" ] && [ -f "$BUILD/mutate.orig" ] && cp "$BUILD/mutate.orig" "$restore_file"; restore_file=""; }
-trap restore EXIT INT TERM
+# a signal stops the whole check (the file put back first), not only the mutant's test
+trap restore EXIT
+trap 'restore; exit 130' INT
+trap 'restore; exit 143' TERM
 
 mkdir -p "$BUILD"
 echo "[mutate] building the unmutated tree in $BUILD/" >&2

@@ -6,8 +6,10 @@
 # Packages, and why each is there:
 #   build-essential, pkg-config   the C compiler, make, and library discovery
 #   libopenblas-dev               matrix products (cblas_sgemm) for Linear and Conv2d
-#   zlib1g-dev                    reading gzip'd IDX files
+#   zlib1g-dev                    reading gzip'd IDX files, and PFLlib's .npz files (deflated zips)
 #   libmatio-dev                  reading SVHN's .mat files (optional at build time)
+#   libhdf5-dev                   writing PFLlib's results files, pfl export --results-h5 (optional at
+#                                 build time)
 #   libjpeg-dev                   decoding Tiny-ImageNet's JPEGs (optional at build time)
 #   libgomp (with gcc)            OpenMP: clients trained in parallel
 #   dataset-fashion-mnist         Fashion-MNIST, as Debian ships it

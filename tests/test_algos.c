@@ -96,6 +96,19 @@ static void test_fedrep_frozen(void) {
     CHECK(tiny_count_diff(model, before, 0, base) > base / 4, "fedrep: base did not move");
     CHECK(tiny_count_diff(model, before, base, P - base) > (P - base) / 2, "fedrep: head did not move");
     CHECK(st.samples == 8 * (2 + 1), "fedrep: %ld samples, want 24", st.samples);
+    /* ... and is exactly those two phases: --head-epochs on the head with the base frozen, then --epochs on the
+     * base with the head frozen, in a batch order of its own */
+    float *want = tiny_floats(P);
+    memcpy(want, fl->global, P * sizeof(float));
+    pfl_step head_phase = pfl_step_default(fl), base_phase = pfl_step_default(fl);
+    head_phase.epochs = 2, head_phase.opt.frozen = base_frozen;
+    base_phase.opt.frozen = head_frozen, base_phase.shuffle = PFL_RNG_SHUFFLE_PERSONAL;
+    pfl_train_stats ignored = {0};
+    pfl_step_run(fl, 0, w, want, &head_phase, &ignored);
+    pfl_step_run(fl, 0, w, want, &base_phase, &ignored);
+    CHECK(tiny_same(model, want, 0, P), "fedrep's round is not its two phases (%zu floats differ)",
+          tiny_count_diff(model, want, 0, P));
+    free(want);
 
     /* FedRep's head phase equals a run where only the head is trainable:
      * with head_epochs = 0 the head must stay put (only the base phase runs) */

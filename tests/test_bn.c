@@ -8,6 +8,7 @@
 
 #include "algos/algos.h"
 #include "check.h"
+#include "run/run.h"
 #include "tiny.h"
 
 static const char *mode_name(pfl_bn_mode mode) {
@@ -25,12 +26,7 @@ static const int n_train[2] = {6, 10}, n_test[2] = {3, 3};
 
 static void bn_fed_start(bn_fed *f, const pfl_algo *algo, pfl_bn_mode mode) {
     memset(f, 0, sizeof *f);
-    if (pfl_model_begin(&f->m, "bn-tiny", 3, 6, 6, 3) || pfl_model_conv(&f->m, "conv1", 4, 3, 1, 1, false) ||
-        pfl_model_batchnorm(&f->m, "bn1") || pfl_model_relu(&f->m) || pfl_model_avgpool(&f->m) ||
-        pfl_model_linear(&f->m, "fc", 3) || pfl_model_finish(&f->m)) {
-        fprintf(stderr, "model: %s\n", pfl_errmsg());
-        exit(2);
-    }
+    tiny_bn_model(&f->m, 3, 6, 6);
     f->d = tiny_dataset(n_train[0] + n_test[0] + n_train[1] + n_test[1], 3, 6, 6, 3, 5);
     f->part = tiny_partition(2, n_train, n_test);
     pfl_config cfg = tiny_config(2);
@@ -155,10 +151,7 @@ static void test_refusals(void) {
     for (size_t i = 0; i < sizeof refuse / sizeof refuse[0]; i++) {
         bn_fed f;
         memset(&f, 0, sizeof f);
-        if (pfl_model_begin(&f.m, "bn-tiny", 3, 6, 6, 3) || pfl_model_conv(&f.m, "conv1", 4, 3, 1, 1, false) ||
-            pfl_model_batchnorm(&f.m, "bn1") || pfl_model_relu(&f.m) || pfl_model_avgpool(&f.m) ||
-            pfl_model_linear(&f.m, "fc", 3) || pfl_model_finish(&f.m))
-            exit(2);
+        tiny_bn_model(&f.m, 3, 6, 6);
         f.d = tiny_dataset(22, 3, 6, 6, 3, 5);
         f.part = tiny_partition(2, n_train, n_test);
         pfl_config cfg = tiny_config(2);
@@ -207,10 +200,7 @@ static void test_fedbn_round(void) {
 static void test_fedtsdp(pfl_bn_mode mode) {
     bn_fed f;
     memset(&f, 0, sizeof f);
-    if (pfl_model_begin(&f.m, "bn-tiny", 3, 6, 6, 3) || pfl_model_conv(&f.m, "conv1", 4, 3, 1, 1, false) ||
-        pfl_model_batchnorm(&f.m, "bn1") || pfl_model_relu(&f.m) || pfl_model_avgpool(&f.m) ||
-        pfl_model_linear(&f.m, "fc", 3) || pfl_model_finish(&f.m))
-        exit(2);
+    tiny_bn_model(&f.m, 3, 6, 6);
     enum { PUB = 8 };
     f.d = tiny_dataset(22 + PUB, 3, 6, 6, 3, 5); /* the last 8 samples: the server's public set */
     f.part = tiny_partition(2, n_train, n_test);
@@ -249,6 +239,99 @@ static void test_fedtsdp(pfl_bn_mode mode) {
     bn_fed_free(&f);
 }
 
+/* A client's personalized model takes what --bn keeps local from the client's own state, never from the
+ * global model, whose local parts are never aggregated (they stay the initial ones): for every method that
+ * runs under the mode, after two rounds, overwriting the global model's running statistics (and under --bn
+ * local its BatchNorm weight and bias) leaves every client's personalized model bit for bit as it was. Each
+ * method at its own defaults (its flag table), under each --reading it has, two clients, every client every
+ * round; FedRoD's personalized model (the global model with a summed head) holds the client's own statistics. */
+static bool has_param(const pfl_algo *algo, const char *name) {
+    for (int i = 0; i < algo->num_params; i++)
+        if (!strcmp(algo->params[i].name, name)) return true;
+    return false;
+}
+
+/* The methods that refuse the mode: pFedMe, CFL and FedALP train from a model not the client's own; FedBN keeps
+ * BatchNorm's weight and bias local by definition, so refuses stats-local. */
+static bool refuses_bn(const pfl_algo *algo, pfl_bn_mode mode) {
+    return algo == &pfl_algo_pfedme || algo == &pfl_algo_cfl || algo == &pfl_algo_fedalp ||
+           (algo == &pfl_algo_fedbn && mode == PFL_BN_STATS_LOCAL);
+}
+
+static void test_personal_bn_is_own(pfl_bn_mode mode) {
+    enum { PUB = 8 };
+    int checked = 0, refused = 0, methods = 0;
+    for (int run = 0; pfl_algos[run / 2]; run++) {
+        const pfl_algo *algo = pfl_algos[run / 2];
+        const char *reading = run % 2 ? "paper" : "pfllib";
+        if (run % 2 && !has_param(algo, "reading")) continue;
+        methods += run % 2 == 0;
+        bn_fed f;
+        memset(&f, 0, sizeof f);
+        tiny_bn_model(&f.m, 3, 6, 6);
+        f.d = tiny_dataset(22 + PUB, 3, 6, 6, 3, 5); /* FedTSDP's public set: the last 8 */
+        f.part = tiny_partition(2, n_train, n_test);
+        pfl_run_options o;
+        if (pfl_run_options_init(&o, algo)) {
+            fprintf(stderr, "%s: %s\n", algo->name, pfl_errmsg());
+            exit(2);
+        }
+        pfl_config cfg = o.cfg;
+        const pfl_config tiny = tiny_config(2);
+        cfg.clients = 2, cfg.join = 1.0, cfg.rounds = 2, cfg.epochs = 1, cfg.batch = 4, cfg.eval_batch = 4;
+        cfg.lr = 0.1f, cfg.seed = 7, cfg.threads = 1, cfg.eval_every = 1, cfg.bn = mode;
+        cfg.algo.layer_unit = tiny.algo.layer_unit, cfg.algo.cfr_layers = 1, cfg.algo.groups = 1;
+        cfg.algo.tsdp_public = PUB, cfg.algo.tsdp_public_batch = 4, cfg.algo.fine_tune_epochs = 1;
+        cfg.algo.pf_fm = 1, cfg.algo.pf_fs = 1, cfg.algo.reading = reading;
+        cfg.algo.fine_tune_at = "every"; /* FedBABU fine-tunes when asked, not from the last round's kept models */
+        if (pfl_fl_create(&f.fl, &cfg, &f.m, &f.d, &f.part, algo)) {
+            printf("%s --bn %s: refused (%s)\n", algo->name, mode_name(mode), pfl_errmsg());
+            CHECK(refuses_bn(algo, mode), "%s refuses --bn %s: %s", algo->name, mode_name(mode), pfl_errmsg());
+            CHECK(!has_param(algo, "reading"), "%s has readings and refuses --bn", algo->name);
+            refused++;
+            tiny_partition_free(&f.part);
+            tiny_dataset_free(&f.d);
+            continue;
+        }
+        pfl_fl *fl = &f.fl;
+        CHECK(pfl_fl_run(fl, NULL, NULL) == 0, "%s --bn %s runs: %s", algo->name, mode_name(mode), pfl_errmsg());
+        fl->cfg.rounds++; /* the models as a round before the last has them (FedBABU keeps its last round's) */
+        const pfl_model *m = fl->model;
+        const size_t V = pfl_model_vector_len(m);
+        const pfl_layer *bn = &m->layers[1];
+        float *before[2] = {tiny_floats(V), tiny_floats(V)};
+        const float *(*personal)(pfl_fl *, int, float *) =
+            algo->personal_model ? algo->personal_model : pfl_default_personal_model;
+        for (int c = 0; c < 2; c++) memcpy(before[c], personal(fl, c, fl->workers[0].model), V * sizeof(float));
+        if (algo == &pfl_algo_fedrod) {
+            float *own = tiny_client_model(fl, 1, tiny_floats(V));
+            CHECK(tiny_same(before[1], own, bn->state_offset, bn->state_length) &&
+                      !tiny_same(before[1], fl->global, bn->state_offset, bn->state_length),
+                  "fedrod --bn %s: the personalized model's running statistics are not the client's own",
+                  mode_name(mode));
+            free(own);
+        }
+        for (size_t i = 0; i < bn->state_length; i++) fl->global[bn->state_offset + i] = 7.0f;
+        if (mode == PFL_BN_LOCAL)
+            for (size_t i = 0; i < bn->length; i++) fl->global[bn->offset + i] = -3.0f;
+        size_t differ = 0;
+        for (int c = 0; c < 2; c++)
+            differ += tiny_count_diff(personal(fl, c, fl->workers[0].model), before[c], 0, V);
+        printf("%s --bn %s%s%s: the personalized models read %zu floats of the global model's local BatchNorm\n",
+               algo->name, mode_name(mode), has_param(algo, "reading") ? " --reading " : "",
+               has_param(algo, "reading") ? reading : "", differ);
+        CHECK(differ == 0, "%s --bn %s (--reading %s): the personalized models change in %zu floats with the global "
+              "model's local BatchNorm", algo->name, mode_name(mode), reading, differ);
+        checked++;
+        free(before[0]), free(before[1]);
+        bn_fed_free(&f);
+    }
+    const int refusing = 3 + (mode == PFL_BN_STATS_LOCAL); /* pFedMe, CFL, FedALP; FedBN under stats-local */
+    CHECK(methods == pfl_algo_count() && refused == refusing && checked >= methods - refused + 4,
+          "--bn %s: %d of %d methods, %d runs checked, %d refused", mode_name(mode), methods, pfl_algo_count(), checked,
+          refused);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const pfl_bn_mode modes[] = {PFL_BN_SHARED, PFL_BN_LOCAL, PFL_BN_STATS_LOCAL};
@@ -258,5 +341,7 @@ int main(void) {
     test_refusals();
     test_fedbn_round();
     for (int i = 0; i < 3; i++) test_fedtsdp(modes[i]);
+    test_personal_bn_is_own(PFL_BN_STATS_LOCAL);
+    test_personal_bn_is_own(PFL_BN_LOCAL);
     TEST_MAIN_END();
 }

@@ -342,7 +342,8 @@ static void test_mnist_load_errors(void) {
 
     CHECK(pfl_dataset_load(&d, "x", dir) == -1, "unknown name accepted");
     CHECK(strcmp(pfl_errmsg(), "--data: unknown dataset 'x' (choose from mnist, fmnist, cifar10, cifar100, "
-                                "cifar100-coarse, svhn, tinyimagenet, agnews)") == 0, "name: %s",
+                                "cifar100-coarse, svhn, tinyimagenet, agnews, pfllib:DIR (a PFLlib folder))") == 0,
+          "name: %s",
           pfl_errmsg());
 }
 

@@ -300,6 +300,44 @@ static void test_blocks_in_a_round(void) {
     tiny_fed_free(&f);
 }
 
+/* The conditions are fixed while a client trains (PFLlib computes them in
+ * set_GCE, between rounds): with every sample alike, a client of two batches
+ * trains as one of one batch trained twice with its conditions put back in
+ * between, weight decay mu on every extra block but them (lambda 0, so the
+ * magnitude target, fixed per training, plays no part). */
+static void test_conditions_fixed_in_training(void) {
+    pfl_config cfg = tiny_config(2);
+    cfg.algo.gpfl_lambda = 0.0f, cfg.algo.gpfl_mu = 0.1f, cfg.lr = 0.1f, cfg.batch = 4;
+    const int n_train[2] = {4, 8}, n_test[2] = {2, 2};
+    tiny_fed f;
+    tiny_fed_data(&f, 2, n_train, n_test);
+    for (int i = 1; i < f.d.n; i++) memcpy(f.d.pixels + (size_t)i * 16, f.d.pixels, 16), f.d.labels[i] = 0;
+    f.d.labels[0] = 0;
+    tiny_fed_start(&f, &pfl_algo_gpfl, &cfg);
+    pfl_fl *fl = &f.fl;
+    const pfl_model *m = fl->model;
+    const pfl_layer *cond = &m->layers[7];
+    const size_t V = pfl_model_vector_len(m);
+    float *start = tiny_floats(V), *once = tiny_floats(V), *twice = tiny_floats(V);
+    memcpy(start, fl->global, V * sizeof(float));
+    pfl_rng r = tiny_rng(8);
+    tiny_fill(start + cond->offset, cond->length, 0.5, 1.5, &r);
+    memcpy(once, start, V * sizeof(float)), memcpy(twice, start, V * sizeof(float));
+    fl->round = 1;
+    pfl_worker *w = &fl->workers[0];
+    pfl_train_stats st = {0};
+    pfl_algo_gpfl.local_train(fl, 0, w, once, &st);
+    memcpy(once + cond->offset, start + cond->offset, cond->length * sizeof(float));
+    pfl_algo_gpfl.local_train(fl, 0, w, once, &st);
+    pfl_algo_gpfl.local_train(fl, 1, w, twice, &st);
+    CHECK(st.samples == 16, "4 + 4 + 8 samples trained, not %ld", st.samples);
+    CHECK(!tiny_same(once, start, 0, cond->offset), "the model did not train");
+    CHECK(tiny_same(once, twice, 0, V), "two batches are not one batch twice with the conditions held (%zu floats)",
+          tiny_count_diff(once, twice, 0, V));
+    free(start), free(once), free(twice);
+    tiny_fed_free(&f);
+}
+
 int main(void) {
     test_conditions_by_hand();
     test_valve_by_hand();
@@ -307,5 +345,6 @@ int main(void) {
     test_gradients();
     test_loss_by_parts();
     test_blocks_in_a_round();
+    test_conditions_fixed_in_training();
     TEST_MAIN_END();
 }

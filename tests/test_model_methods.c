@@ -79,6 +79,41 @@ static void test_fedrod_head_step(void) {
           "head step with generic logits: b %g %g W %g", head2[2], head2[3], head2[0]);
 }
 
+/* FedRoD's generic model trains on the balanced softmax: client 0's 4
+ * samples have labels 0, 1, 2, 0 (counts 2, 1, 1), so its local step is the
+ * step of the cross-entropy on the logits + (ln 2, 0, 0), built here from the
+ * step's parts with those offsets, and not plain FedAvg's step. */
+static void test_fedrod_balanced_step(void) {
+    pfl_config cfg = tiny_config(1);
+    const int n_train[1] = {4}, n_test[1] = {2};
+    tiny_fed f;
+    tiny_fed_init(&f, &pfl_algo_fedrod, cfg, n_train, n_test);
+    pfl_fl *fl = &f.fl;
+    const size_t V = pfl_model_vector_len(&f.m);
+    int counts[3] = {0};
+    for (int i = 0; i < 4; i++) counts[f.d.labels[f.part.clients[0].train[i]]]++;
+    CHECK(counts[0] == 2 && counts[1] == 1 && counts[2] == 1, "labels: counts %d %d %d", counts[0], counts[1],
+          counts[2]);
+    const float offset[3] = {logf(2.0f), 0.0f, 0.0f};
+    float *rod = tiny_floats(V), *balanced = tiny_floats(V), *plain = tiny_floats(V);
+    memcpy(rod, fl->global, V * sizeof(float)), memcpy(balanced, rod, V * sizeof(float));
+    memcpy(plain, rod, V * sizeof(float));
+    fl->round = 1;
+    pfl_worker *w = &fl->workers[0];
+    pfl_train_stats st = {0};
+    pfl_algo_fedrod.local_train(fl, 0, w, rod, &st);
+    pfl_step s = pfl_step_default(fl);
+    s.ce_offset = offset;
+    pfl_step_run(fl, 0, w, balanced, &s, &st);
+    const pfl_step fedavg = pfl_step_default(fl);
+    pfl_step_run(fl, 0, w, plain, &fedavg, &st);
+    CHECK(tiny_same(rod, balanced, 0, V), "fedrod's generic step is not the balanced softmax's (%zu floats differ)",
+          tiny_count_diff(rod, balanced, 0, V));
+    CHECK(!tiny_same(rod, plain, 0, V), "fedrod's generic step is plain cross-entropy's");
+    free(rod), free(balanced), free(plain);
+    tiny_fed_free(&f);
+}
+
 static void test_fedrod_model(void) {
     pfl_config cfg = tiny_config(2);
     const int n_train[2] = {4, 6}, n_test[2] = {3, 3};
@@ -106,9 +141,11 @@ static void test_fedrod_model(void) {
     const int D = 100, C = 3;
     float head[303];
     for (size_t j = 0; j < out->length; j++) head[j] = personal[out->offset + j] - fl->global[out->offset + j];
-    size_t moved = 0;
-    for (size_t j = 0; j < out->length; j++) moved += head[j] != initial_head[j];
+    size_t moved = 0, held = 0;
+    for (size_t j = 0; j < out->length; j++) moved += head[j] != initial_head[j], held += head[j] != 0.0f;
     CHECK(out->length == 303 && moved > 0, "personal head of client 0 not trained");
+    CHECK(held > out->length / 2, "the personalized output layer is the generic one: %zu of %zu entries hold a head",
+          held, out->length);
     CHECK(tiny_same(personal, fl->global, 0, out->offset), "personalized body is not the global one");
     const int idx[2] = {8, 9};
     tiny_batch tb = tiny_batch_of(fl->model, fl->data, idx, 2);
@@ -158,10 +195,21 @@ static void test_fedbabu(void) {
     const float *personal = pfl_algo_fedbabu.personal_model(fl, 1, scratch);
     CHECK(tiny_count_diff(personal, fl->global, head, P - head) > 0, "fine-tuning did not move the head");
     CHECK(tiny_count_diff(personal, fl->global, 0, head) > 0, "fine-tuning did not move the body");
-    /* the fine-tuned model is the same each time it is built (the digest rebuilds it) */
+    /* the fine-tuned model is the same each time it is asked for (the digest asks again): the last round's
+     * kept, and built afresh with --fine-tune-at every where the round is not the last */
     float *again = tiny_floats(P);
     memcpy(again, personal, P * sizeof(float));
     CHECK(tiny_same(pfl_algo_fedbabu.personal_model(fl, 1, scratch), again, 0, P), "fine-tuning is not repeatable");
+    fl->cfg.rounds = 3, fl->cfg.algo.fine_tune_at = "every";
+    CHECK(tiny_same(pfl_algo_fedbabu.personal_model(fl, 1, scratch), again, 0, P),
+          "the kept fine-tuned model is not the one fine-tuning builds");
+    /* --fine-tune-at last (the default): before the last round a client is scored on the model it holds */
+    fl->round = 1;
+    CHECK(!tiny_same(pfl_algo_fedbabu.personal_model(fl, 1, scratch), fl->global, 0, P),
+          "--fine-tune-at every: round 1 is not fine-tuned");
+    fl->cfg.algo.fine_tune_at = "last";
+    CHECK(tiny_same(pfl_algo_fedbabu.personal_model(fl, 1, scratch), fl->global, 0, P),
+          "--fine-tune-at last: round 1 scores a fine-tuned model");
     free(initial), free(model), free(scratch), free(again);
     tiny_fed_free(&f);
 }
@@ -246,7 +294,7 @@ static void test_apfl_alpha(void) {
           "the alpha step does not use that gradient");
 
     /* a round of APFL: the uploaded w trains as FedAvg's does, v and alpha move */
-    cfg.algo.apfl_alpha = 0.5f;
+    cfg.algo.apfl_alpha = 0.5f, cfg.algo.reading = "paper";
     pfl_fl_destroy(&f.fl);
     tiny_fed_start(&f, &pfl_algo_apfl, &cfg);
     float *initial = tiny_floats(P), *personal = tiny_floats(P);
@@ -268,12 +316,92 @@ static void test_apfl_alpha(void) {
     tiny_fed_free(&f);
 }
 
+/* PFLlib's alpha step by hand: v = (1, 2), w = (0, 1), grad_v = (0.5, -1), grad_w = (1, 1), alpha 0.5:
+ * <v - w, 0.5 grad_v + 0.5 grad_w> = 0.75 + 0 = 0.75, + 0.02 x 0.5 = 0.76; alpha 0.5 - 0.1 x 0.76 = 0.424. */
+static void test_apfl_alpha_pfllib(void) {
+    const float v[2] = {1.0f, 2.0f}, w[2] = {0.0f, 1.0f}, gv[2] = {0.5f, -1.0f}, gw[2] = {1.0f, 1.0f};
+    const float a = pfl_apfl_alpha_step_pfllib(0.5f, v, w, gv, gw, 2, 0.1f);
+    CHECK(check_close(a, 0.424, 1e-7), "pfllib alpha step %g, by hand 0.424", a);
+    const float big[2] = {-10.0f, -10.0f};
+    CHECK(pfl_apfl_alpha_step_pfllib(0.5f, v, w, big, big, 2, 0.1f) == 1.0f, "pfllib alpha not clipped at 1");
+    CHECK(pfl_apfl_alpha_step_pfllib(0.0f, v, w, gv, w, 2, 0.1f) == 0.0f, "pfllib alpha not clipped at 0");
+}
+
+/* One batch of each reading on a client with one batch (4 samples, --batch 4), v, w = the global model and
+ * alpha 0.4 set here, against the steps redone by hand:
+ *   paper:  w' = w - lr g(w), v' = v - lr alpha g(v_bar), alpha' = alpha - lr <v - w, g(v_bar)>, v_bar = alpha
+ *           v + (1 - alpha) w; scored: alpha' v' + (1 - alpha') w_global;
+ *   pfllib: w' = w - lr g(w), v' = v - lr g(v), alpha' = alpha - lr (<v' - w', alpha g(v) + (1 - alpha) g(w)> +
+ *           0.02 alpha), then v'' = alpha' v' + (1 - alpha') w', which is scored. */
+static void test_apfl_batch(const char *reading) {
+    const bool paper = !strcmp(reading, "paper");
+    pfl_config cfg = tiny_config(1);
+    cfg.algo.apfl_alpha = 0.4f, cfg.algo.reading = reading, cfg.lr = 0.1f;
+    const int n_train[1] = {4}, n_test[1] = {2};
+    tiny_fed f;
+    tiny_fed_init(&f, &pfl_algo_apfl, cfg, n_train, n_test);
+    pfl_fl *fl = &f.fl;
+    const size_t P = f.m.num_params, V = pfl_model_vector_len(&f.m);
+    pfl_rng r = tiny_rng(21);
+    float *v = pfl_client_model(fl, 0), *v0 = tiny_floats(V), *w0 = tiny_floats(V), *mix = tiny_floats(V);
+    tiny_fill(v, P, -0.3, 0.3, &r);
+    tiny_fill(fl->global, P, -0.3, 0.3, &r);
+    memcpy(v0, v, V * sizeof(float)), memcpy(w0, fl->global, V * sizeof(float));
+    const double a = 0.4, lr = 0.1;
+    float *gw = tiny_floats(P), *gv = tiny_floats(P);
+    tiny_batch tb = tiny_batch_of(&f.m, fl->data, f.part.clients[0].train, 4);
+    pfl_forward_loss(tb.ws, w0, tb.x, tb.y, 4, true, NULL);
+    pfl_backward(tb.ws, w0, tb.y, gw);
+    pfl_apfl_mix(mix, v0, w0, (float)a, V);
+    pfl_forward_loss(tb.ws, paper ? mix : v0, tb.x, tb.y, 4, true, NULL);
+    pfl_backward(tb.ws, paper ? mix : v0, tb.y, gv);
+    tiny_batch_free(&tb);
+    double *w1 = calloc(P, sizeof(double)), *v1 = calloc(P, sizeof(double)), dot = 0.0;
+    for (size_t j = 0; j < P; j++) {
+        w1[j] = w0[j] - lr * gw[j];
+        v1[j] = v0[j] - lr * (paper ? a : 1.0) * gv[j];
+        dot += paper ? ((double)v0[j] - w0[j]) * gv[j] : (v1[j] - w1[j]) * (a * gv[j] + (1 - a) * gw[j]);
+    }
+    double a1 = a - lr * (dot + (paper ? 0.0 : 0.02 * a));
+    a1 = a1 < 0 ? 0 : a1 > 1 ? 1 : a1;
+    float *model = fl->workers[0].model;
+    pfl_algo_apfl.local_init(fl, 0, model);
+    pfl_train_stats st = {0};
+    pfl_algo_apfl.local_train(fl, 0, &fl->workers[0], model, &st);
+    size_t w_off = 0, v_off = 0, s_off = 0;
+    for (size_t j = 0; j < P; j++) {
+        w_off += !check_close(model[j], w1[j], 1e-6);
+        const double v_want = paper ? v1[j] : a1 * v1[j] + (1 - a1) * w1[j];
+        v_off += !check_close(v[j], v_want, 1e-6);
+    }
+    float *scratch = tiny_floats(V);
+    const float *scored = pfl_algo_apfl.personal_model(fl, 0, scratch);
+    for (size_t j = 0; j < P; j++) {
+        const double want = paper ? a1 * v1[j] + (1 - a1) * w0[j] : a1 * v1[j] + (1 - a1) * w1[j];
+        s_off += !check_close(scored[j], want, 1e-5);
+    }
+    printf("apfl --reading %s: alpha 0.4 -> %.6f (by hand %.6f); w %zu, v %zu, scored %zu elements off\n", reading,
+           pfl_apfl_alpha(fl, 0), a1, w_off, v_off, s_off);
+    CHECK(st.samples == 4, "--reading %s: one batch of 4 (%ld samples)", reading, st.samples);
+    CHECK(check_close(pfl_apfl_alpha(fl, 0), a1, 1e-6) && a1 != a, "--reading %s: alpha %.7f, by hand %.7f", reading,
+          pfl_apfl_alpha(fl, 0), a1);
+    CHECK(w_off == 0, "--reading %s: w' = w - lr g(w): %zu elements off", reading, w_off);
+    CHECK(v_off == 0, "--reading %s: v: %zu elements off", reading, v_off);
+    CHECK(s_off == 0, "--reading %s: the scored model: %zu elements off", reading, s_off);
+    free(v0), free(w0), free(mix), free(gw), free(gv), free(w1), free(v1), free(scratch);
+    tiny_fed_free(&f);
+}
+
 int main(void) {
     test_balanced_softmax();
     test_fedrod_head_step();
+    test_fedrod_balanced_step();
     test_fedrod_model();
     test_fedbabu();
     test_lgfedavg();
     test_apfl_alpha();
+    test_apfl_alpha_pfllib();
+    test_apfl_batch("paper");
+    test_apfl_batch("pfllib");
     TEST_MAIN_END();
 }

@@ -8,8 +8,10 @@
  *    bias (so the loss is a closed form); the start is the positive weights'
  *    combination; P's row gains the weights once the client uploads; M
  *    picks the highest affinities; M models down in the message bytes;
- *  - APPLE: one batch's DR-vector and core step, w_i = sum_j p_j c_j kept,
- *    and the 'cos' loss scheduler;
+ *  - APPLE: one batch's DR-vector and core step under each --reading
+ *    (paper: the exact <g, c_j>, w_i = sum_j p_j c_j kept; pfllib: the core
+ *    first, per-tensor means, w_i rebuilt), the 'cos' loss scheduler of
+ *    each, the starting DR vector, what a client uploads and is scored on;
  *  - PartialFed: the temperature schedule, the layer gate (the partial
  *    initialization by the more likely choice), and one strategy step
  *    (Gumbel draw, straight-through gradient) redone here. */
@@ -108,46 +110,63 @@ static void test_fedfomo_weights(void) {
 
 /* ---- APPLE ---- */
 
-static void test_apple_lambda(void) {
+static void test_apple_lambda(const char *reading) {
     const int n_train[2] = {4, 4}, n_test[2] = {2, 2};
     pfl_config cfg = tiny_config(2);
     cfg.rounds = 10, cfg.algo.apple_l = 0.2f; /* the pull lasts floor(0.2 x 10) = 2 rounds */
+    cfg.algo.reading = reading;
     tiny_fed f;
     tiny_fed_init(&f, &pfl_algo_apple, cfg, n_train, n_test);
-    const double want[5] = {0, 1.0, 0.5, 0.0, 0.0}; /* (cos(pi (r-1) / 2) + 1) / 2 in rounds 1, 2, then 0 */
-    for (int r = 1; r <= 4; r++) {
+    const bool paper = !strcmp(reading, "paper");
+    /* paper: (cos(pi (r-1) / 2) + 1) / 2 in rounds 1, 2, then 0; PFLlib sets lambda at the end of round R
+     * (0-based) from R, so round r pulls with the scheduler's r - 2 and round 1 with its initial 1 */
+    const double want_paper[6] = {0, 1.0, 0.5, 0.0, 0.0, 0.0}, want_pfllib[6] = {0, 1.0, 1.0, 0.5, 0.0, 0.0};
+    for (int r = 1; r <= 5; r++) {
         f.fl.round = r;
-        CHECK(check_close(pfl_apple_lambda(&f.fl), want[r], 1e-12), "round %d: lambda %g, want %g", r,
-              pfl_apple_lambda(&f.fl), want[r]);
+        const double want = paper ? want_paper[r] : want_pfllib[r];
+        CHECK(check_close(pfl_apple_lambda(&f.fl), want, 1e-12), "--reading %s, round %d: lambda %g, want %g",
+              reading, r, pfl_apple_lambda(&f.fl), want);
     }
     f.fl.cfg.algo.apple_scheduler = "exp";
-    f.fl.round = 2;
-    CHECK(check_close(pfl_apple_lambda(&f.fl), sqrt(0.001), 1e-12), "exp: 0.001^(1/2)");
+    f.fl.round = paper ? 2 : 3;
+    CHECK(check_close(pfl_apple_lambda(&f.fl), sqrt(0.001), 1e-12), "--reading %s: exp: 0.001^(1/2)", reading);
     tiny_fed_free(&f);
+}
+
+/* Three different cores on APPLE's server, as uploads (parameters uniform in +-0.3 from `seed`); free each. */
+static void apple_three_cores(pfl_fl *fl, float *cores[3], uint64_t seed) {
+    const size_t P = fl->model->num_params, V = pfl_model_vector_len(fl->model);
+    pfl_rng r = tiny_rng(seed);
+    for (int j = 0; j < 3; j++) {
+        cores[j] = tiny_floats(V);
+        tiny_fill(cores[j], P, -0.3, 0.3, &r);
+    }
+    const int clients[3] = {0, 1, 2};
+    pfl_algo_apple.aggregate(fl, clients, 3, cores);
+}
+
+/* APPLE's hand-worked step: three clients of 4, 8 and 12 training samples, lr 0.1, eta_2 0.01, mu 0.1, the core's
+ * rate scaled by N (--apple-core-scale 0). */
+static void apple_step_fed(tiny_fed *f, const char *reading) {
+    const int n_train[3] = {4, 8, 12}, n_test[3] = {2, 2, 2};
+    pfl_config cfg = tiny_config(3);
+    cfg.lr = 0.1f, cfg.algo.apple_dr_lr = 0.01f, cfg.algo.apple_mu = 0.1f, cfg.algo.apple_core_scale = 0.0f;
+    cfg.algo.reading = reading;
+    tiny_fed_init(f, &pfl_algo_apple, cfg, n_train, n_test);
 }
 
 static void test_apple_step(void) {
     enum { N = 3 };
-    const int n_train[N] = {4, 8, 12}, n_test[N] = {2, 2, 2};
-    pfl_config cfg = tiny_config(N);
-    cfg.lr = 0.1f, cfg.algo.apple_dr_lr = 0.01f, cfg.algo.apple_mu = 0.1f, cfg.algo.apple_core_scale = 0.0f;
     tiny_fed f;
-    tiny_fed_init(&f, &pfl_algo_apple, cfg, n_train, n_test);
+    apple_step_fed(&f, "paper");
     pfl_fl *fl = &f.fl;
     const size_t P = f.m.num_params, V = pfl_model_vector_len(&f.m);
-    /* p_i starts at the data shares p0 = (4, 8, 12) / 24 */
+    /* p_i starts at the data shares p0 = (4, 8, 12) / 24 (the authors' init_pss) */
     const float *p_start = pfl_apple_dr(fl, 1);
     CHECK(check_close(p_start[0], 1.0 / 6, 1e-7) && check_close(p_start[2], 0.5, 1e-7), "p0 = (%g, %g, %g)",
           p_start[0], p_start[1], p_start[2]);
-    /* three different cores on the server */
     float *cores[N];
-    pfl_rng r = tiny_rng(5);
-    for (int j = 0; j < N; j++) {
-        cores[j] = tiny_floats(V);
-        tiny_fill(cores[j], P, -0.3, 0.3, &r);
-    }
-    const int clients[N] = {0, 1, 2};
-    pfl_algo_apple.aggregate(fl, clients, N, cores);
+    apple_three_cores(fl, cores, 5);
     /* client 1 trains with p = (0.2, 0.5, 0.3) and its core c_1 */
     const int me = 1;
     float p[N] = {0.2f, 0.5f, 0.3f}, *core = tiny_floats(V), *model = tiny_floats(V), *w = tiny_floats(V);
@@ -198,6 +217,117 @@ static void test_apple_step(void) {
     tiny_fed_free(&f);
 }
 
+
+/* --reading pfllib, PFLlib's clientapple.py: p_i starts at 1/N; a batch rebuilds w = sum_j p_j c_j, steps the
+ * core c_1 - lr N p_11 g first, then p_j - eta_2 (mean over the 4 tensors of mean(g . c_j) + lambda mu (p_j -
+ * p0_j)) with the stepped core for j = 1; w stays the mix it was built as. */
+static void test_apple_step_pfllib(void) {
+    enum { N = 3 };
+    tiny_fed f;
+    apple_step_fed(&f, "pfllib");
+    pfl_fl *fl = &f.fl;
+    const pfl_model *m = &f.m;
+    const size_t P = m->num_params, V = pfl_model_vector_len(m);
+    const float *p_start = pfl_apple_dr(fl, 2);
+    CHECK(p_start[0] == 1.0f / 3 && p_start[1] == 1.0f / 3 && p_start[2] == 1.0f / 3, "p starts at 1/N: (%g, %g, %g)",
+          p_start[0], p_start[1], p_start[2]);
+    float *cores[N];
+    apple_three_cores(fl, cores, 5);
+    pfl_rng r = tiny_rng(15);
+    const int me = 1;
+    float p[N] = {0.2f, 0.5f, 0.3f}, *core = tiny_floats(V), *model = tiny_floats(V), *w = tiny_floats(V);
+    float *g = tiny_floats(P), *core_want = tiny_floats(P);
+    memcpy(core, cores[me], V * sizeof(float));
+    tiny_fill(model, P, 5, 6, &r); /* whatever the model held: the batch rebuilds it */
+    for (size_t i = 0; i < P; i++) w[i] = p[0] * cores[0][i] + p[1] * cores[1][i] + p[2] * cores[2][i];
+    const int B = 4;
+    tiny_batch tb = tiny_batch_of(fl->model, fl->data, f.part.clients[me].train, B);
+    pfl_forward_loss(tb.ws, w, tb.x, tb.y, B, true, NULL);
+    pfl_backward(tb.ws, w, tb.y, g);
+    tiny_batch_free(&tb);
+    for (size_t i = 0; i < P; i++) core_want[i] = (float)(cores[me][i] - 0.1 * 3 * 0.5 * g[i]);
+    const double lambda_mu = 0.5 * 0.1, p0[N] = {4.0 / 24, 8.0 / 24, 12.0 / 24};
+    double p_want[N];
+    CHECK(m->num_tensors == 4, "dnn: %d parameter tensors, want 4", m->num_tensors);
+    for (int j = 0; j < N; j++) {
+        const float *c = j == me ? core_want : cores[j];
+        double mean = 0;
+        for (int t = 0; t < m->num_tensors; t++) {
+            double dot = 0;
+            for (size_t i = m->tensors[t].offset; i < m->tensors[t].offset + m->tensors[t].length; i++)
+                dot += (double)g[i] * c[i];
+            mean += dot / (double)m->tensors[t].length / m->num_tensors;
+        }
+        p_want[j] = p[j] - 0.01 * (mean + lambda_mu * (p[j] - p0[j]));
+    }
+    float loss;
+    int correct;
+    pfl_rng dropout = tiny_rng(1);
+    pfl_worker *wk = &fl->workers[0];
+    pfl_exec_gather(wk->exec, f.part.clients[me].train, B);
+    pfl_apple_step_pfllib(fl, me, wk, core, p, model, lambda_mu, &dropout, &loss, &correct);
+    for (int j = 0; j < N; j++)
+        CHECK(check_close(p[j], p_want[j], 1e-7), "pfllib: p_%d = %.9f, want %.9f", j, p[j], p_want[j]);
+    CHECK(p[0] != 0.2f, "pfllib: the DR vector moved");
+    size_t off = 0, mix_off = 0;
+    for (size_t i = 0; i < P; i++) off += !check_close(core[i], core_want[i], 1e-6);
+    for (size_t i = 0; i < P; i++) mix_off += !check_close(model[i], w[i], 1e-6);
+    CHECK(off == 0, "pfllib: core - lr N p_ii g: %zu elements off", off);
+    CHECK(mix_off == 0, "pfllib: the model is the mix the batch was built as: %zu elements off", mix_off);
+    for (int j = 0; j < N; j++) free(cores[j]);
+    free(core), free(model), free(w), free(g), free(core_want);
+    tiny_fed_free(&f);
+}
+
+/* What a client uploads and is scored on. paper: its trained core up, and the broadcast makes its model
+ * sum_j p_j c_j over every new core; pfllib: w_i as its last batch built it up (a one-batch client: from p
+ * and the cores before the batch), and its model is that, its own core. */
+static void test_apple_upload_and_scored(const char *reading) {
+    enum { N = 3 };
+    const int n_train[N] = {4, 8, 12}, n_test[N] = {2, 2, 2};
+    pfl_config cfg = tiny_config(N);
+    cfg.lr = 0.1f, cfg.algo.apple_dr_lr = 0.01f, cfg.algo.apple_mu = 0.1f, cfg.algo.reading = reading;
+    tiny_fed f;
+    tiny_fed_init(&f, &pfl_algo_apple, cfg, n_train, n_test);
+    pfl_fl *fl = &f.fl;
+    const size_t P = f.m.num_params, V = pfl_model_vector_len(&f.m);
+    const bool paper = !strcmp(reading, "paper");
+    float *cores[N];
+    apple_three_cores(fl, cores, 6);
+    /* client 0 has one batch (4 samples, --batch 4) */
+    const int me = 0;
+    pfl_worker *wk = &fl->workers[0];
+    float p[N], *mix = tiny_floats(V), *model = wk->model;
+    memcpy(p, pfl_apple_dr(fl, me), sizeof p);
+    for (size_t i = 0; i < P; i++) mix[i] = p[0] * cores[0][i] + p[1] * cores[1][i] + p[2] * cores[2][i];
+    fl->round = 1;
+    pfl_fl_receive(fl, me, wk);
+    float *scratch = tiny_floats(V);
+    const float *scored = pfl_default_personal_model(fl, me, scratch);
+    size_t off = 0;
+    for (size_t i = 0; i < P; i++) off += !check_close(scored[i], paper ? mix[i] : cores[me][i], 1e-6);
+    CHECK(off == 0, "--reading %s: the model scored is %s (%zu elements off)", reading,
+          paper ? "sum_j p_j c_j" : "the client's own core", off);
+    CHECK(paper ? !tiny_same(scored, cores[me], 0, P) : tiny_same(scored, cores[me], 0, P),
+          "--reading %s: the scored model %s the core", reading, paper ? "differs from" : "is");
+    pfl_algo_apple.local_init ? pfl_algo_apple.local_init(fl, me, model) : pfl_default_local_init(fl, me, model);
+    pfl_train_stats st = {0};
+    pfl_algo_apple.local_train(fl, me, wk, model, &st);
+    CHECK(st.samples == 4, "one batch of 4: %ld samples", st.samples);
+    const float *p_after = pfl_apple_dr(fl, me);
+    CHECK(p_after[1] != p[1], "--reading %s: the DR vector moved", reading);
+    off = 0;
+    if (paper) { /* the trained core: w's gradient moved it, and it is not the mix */
+        CHECK(!tiny_same(model, cores[me], 0, P) && !tiny_same(model, mix, 0, P), "paper: uploads the trained core");
+    } else {
+        for (size_t i = 0; i < P; i++) off += !check_close(model[i], mix[i], 1e-6);
+        CHECK(off == 0, "pfllib: uploads w_i as the batch built it (%zu elements off)", off);
+    }
+    for (int j = 0; j < N; j++) free(cores[j]);
+    free(mix), free(scratch);
+    tiny_fed_free(&f);
+}
+
 /* ---- PartialFed ---- */
 
 static void test_partialfed_tau(void) {
@@ -217,13 +347,19 @@ static void test_partialfed_tau(void) {
     tiny_fed_free(&f);
 }
 
-static void test_partialfed_gate_and_step(void) {
+/* PartialFed on two clients of 8 training samples: tau 5 decaying by 0.965 a round, the strategy's rate 1, f_m
+ * model batches then f_s strategy batches. */
+static void partialfed_fed(tiny_fed *f, int fm, int fs) {
     const int n_train[2] = {8, 8}, n_test[2] = {2, 2};
     pfl_config cfg = tiny_config(2);
-    cfg.algo.pf_tau = 5.0f, cfg.algo.pf_tau_decay = 0.965f, cfg.algo.pf_fm = 8, cfg.algo.pf_fs = 2,
+    cfg.algo.pf_tau = 5.0f, cfg.algo.pf_tau_decay = 0.965f, cfg.algo.pf_fm = fm, cfg.algo.pf_fs = fs;
     cfg.algo.pf_lr = 1.0f;
+    tiny_fed_init(f, &pfl_algo_partialfed, cfg, n_train, n_test);
+}
+
+static void test_partialfed_gate_and_step(void) {
     tiny_fed f;
-    tiny_fed_init(&f, &pfl_algo_partialfed, cfg, n_train, n_test);
+    partialfed_fed(&f, 8, 2);
     pfl_fl *fl = &f.fl;
     const pfl_model *m = &f.m;
     const size_t P = m->num_params, V = pfl_model_vector_len(m), l1 = m->layers[1].offset;
@@ -284,11 +420,45 @@ static void test_partialfed_gate_and_step(void) {
     tiny_fed_free(&f);
 }
 
+/* The turns: of every f_m + f_s batches the first f_m train the model (the step's SGD) and the last f_s the
+ * strategy. A client of exactly f_m = 2 batches (f_s = 1) never reaches a strategy batch: its logits stay 0 and
+ * its model trains as FedAvg's two batches. */
+static void test_partialfed_turns(void) {
+    tiny_fed f;
+    partialfed_fed(&f, 2, 1);
+    pfl_fl *fl = &f.fl;
+    const size_t V = pfl_model_vector_len(&f.m);
+    float *a = tiny_floats(V), *b = tiny_floats(V);
+    fl->round = 1;
+    pfl_worker *w = &fl->workers[0];
+    pfl_algo_partialfed.local_init(fl, 0, a);
+    memcpy(b, a, V * sizeof(float));
+    pfl_train_stats st = {0}, st_fedavg = {0};
+    pfl_algo_partialfed.local_train(fl, 0, w, a, &st);
+    const pfl_step fedavg = pfl_step_default(fl);
+    pfl_step_run(fl, 0, w, b, &fedavg, &st_fedavg);
+    const float *z = pfl_partialfed_logits(fl, 0);
+    int moved = 0;
+    for (int l = 0; l < f.m.num_layers; l++) moved += z[2 * l] != 0.0f || z[2 * l + 1] != 0.0f;
+    size_t off = 0;
+    for (size_t i = 0; i < V; i++) off += !check_close(a[i], b[i], 1e-6);
+    CHECK(st.samples == 8 && moved == 0, "f_m = 2 batches of 2: %ld samples, the strategy of %d layers moved",
+          st.samples, moved);
+    CHECK(off == 0 && !tiny_same(a, fl->global, 0, V), "the model batches are not FedAvg's SGD (%zu floats off)", off);
+    free(a), free(b);
+    tiny_fed_free(&f);
+}
+
 int main(void) {
     test_fedfomo_weights();
-    test_apple_lambda();
+    test_apple_lambda("paper");
+    test_apple_lambda("pfllib");
     test_apple_step();
+    test_apple_step_pfllib();
+    test_apple_upload_and_scored("paper");
+    test_apple_upload_and_scored("pfllib");
     test_partialfed_tau();
     test_partialfed_gate_and_step();
+    test_partialfed_turns();
     TEST_MAIN_END();
 }

@@ -170,8 +170,10 @@ static void test_registered_model(void) {
     CHECK(!pfl_model_has_batchnorm("custom-net") && pfl_model_has_batchnorm("custom-bn"), "batchnorm flags");
 }
 
-/* --bn auto: the running statistics stay with the clients where ALA or
- * FLAYER's head mix is on and the model has BatchNorm. */
+/* --bn auto: the running statistics stay with the clients (PFLlib's) on a
+ * model with BatchNorm, except for the methods that say otherwise in their
+ * run defaults (FedTSDP's paper; pFedMe, CFL and FedALP, which train from a
+ * model not the client's own). */
 static const char *bn_of(const char *algo, const char *model, const char *extra) {
     static pfl_run_options o;
     char *argv[] = {"--algo", (char *)algo, "--model", (char *)model, (char *)extra};
@@ -183,7 +185,14 @@ static void test_bn_auto(void) {
     CHECK(!strcmp(bn_of("fedala", "resnet18", NULL), "stats-local"), "fedala resnet18");
     CHECK(!strcmp(bn_of("flayer", "resnet18-cifar", NULL), "stats-local"), "flayer resnet18-cifar");
     CHECK(!strcmp(bn_of("fedavg", "resnet18", "--ala"), "stats-local"), "fedavg --ala resnet18");
-    CHECK(!strcmp(bn_of("fedavg", "resnet18", NULL), "shared"), "fedavg resnet18");
+    CHECK(!strcmp(bn_of("fedavg", "resnet18", NULL), "stats-local"), "fedavg resnet18");
+    CHECK(!strcmp(bn_of("fedrod", "resnet18", NULL), "stats-local"), "fedrod resnet18");
+    CHECK(!strcmp(bn_of("gpfl", "resnet18", "--bn=auto"), "stats-local"), "gpfl resnet18, auto by name");
+    const char *own_mode[] = {"fedtsdp", "pfedme", "cfl", "fedalp"};
+    for (int i = 0; i < 4; i++) {
+        CHECK(!strcmp(bn_of(own_mode[i], "resnet18", NULL), "shared"), "%s resnet18: its own default", own_mode[i]);
+        CHECK(!strcmp(bn_of(own_mode[i], "resnet18", "--bn=auto"), "shared"), "%s resnet18 --bn auto", own_mode[i]);
+    }
     CHECK(!strcmp(bn_of("fedala", "cnn", NULL), "shared"), "fedala cnn (no BatchNorm)");
     CHECK(!strcmp(bn_of("fedala", "resnet18", "--bn=local"), "local"), "an explicit --bn stays");
     CHECK(!strcmp(bn_of("fedala", "custom-bn", NULL), "stats-local"), "fedala, a registered model with BatchNorm");

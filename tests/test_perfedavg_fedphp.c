@@ -179,6 +179,81 @@ static void test_fedavg_c_without_fine_tuning_is_fedavg(void) {
     CHECK(memcmp(ga, gc, 32) != 0 && memcmp(pa, pc, 32) != 0, "fedavg-c --ft-epochs 1: the same models as fedavg");
 }
 
+/* The model scored after round r is fine-tuned with round r + 1's stream, the one round r + 1's training
+ * starts from (a client of two batches: the batch order matters). */
+static void test_fine_tuned_is_next_start(const pfl_algo *algo) {
+    const int n_train[1] = {8}, n_test[1] = {2};
+    pfl_config cfg = tiny_config(1);
+    cfg.algo.ft_epochs = 1, cfg.algo.mu = 0.001f, cfg.rounds = 3;
+    tiny_fed f;
+    tiny_fed_init(&f, algo, cfg, n_train, n_test);
+    pfl_fl *fl = &f.fl;
+    const size_t V = pfl_model_vector_len(&f.m);
+    pfl_worker *w = &fl->workers[0];
+    float *scored = tiny_floats(V), *start = tiny_floats(V), *other = tiny_floats(V);
+    fl->round = 1; /* the evaluation after round 1 */
+    memcpy(scored, fl->algo->personal_model(fl, 0, w->model), V * sizeof(float));
+    fl->round = 0;
+    memcpy(other, fl->algo->personal_model(fl, 0, w->model), V * sizeof(float));
+    fl->round = 2, fl->cfg.epochs = 0;
+    pfl_train_stats st = {0};
+    pfl_default_local_init(fl, 0, start);
+    fl->algo->local_train(fl, 0, w, start, &st);
+    CHECK(tiny_same(scored, start, 0, V), "%s: round 2 does not start from the model scored after round 1",
+          algo->name);
+    CHECK(!tiny_same(scored, other, 0, V), "%s: the streams of rounds 1 and 2 fine-tune alike: the check is blind",
+          algo->name);
+    free(scored), free(start), free(other);
+    tiny_fed_free(&f);
+}
+
+/* FedPHP's teacher under --reading pfllib is the global model run in training mode (PFLlib's model_s, whose
+ * eval() is commented out): on a model with BatchNorm its features are normalized by the batch, not by the
+ * running statistics. FedPHP's step is the step built here from (1 - lambda) CE and lambda MMD toward a
+ * training-mode teacher, and not the one toward an evaluation-mode teacher. */
+static double mmd_value(void *ctx, const pfl_term_batch *b, float *dz, int *correct) {
+    (void)ctx, (void)correct;
+    return pfl_mmd_rbf(b->z, b->refs[0], b->B, b->n, dz);
+}
+
+static void test_fedphp_teacher_mode(void) {
+    tiny_fed f;
+    memset(&f, 0, sizeof f);
+    tiny_bn_model(&f.m, 3, 6, 6);
+    const int n_train[1] = {8}, n_test[1] = {2};
+    f.d = tiny_dataset(10, 3, 6, 6, 3, 5);
+    f.part = tiny_partition(1, n_train, n_test);
+    pfl_config cfg = tiny_config(1);
+    cfg.rounds = 10, cfg.algo.php_mu = 0.9f, cfg.algo.php_lambda = 0.5f, cfg.algo.reading = "pfllib";
+    tiny_fed_start(&f, &pfl_algo_fedphp, &cfg);
+    pfl_fl *fl = &f.fl;
+    const size_t V = pfl_model_vector_len(&f.m);
+    pfl_rng r = tiny_rng(17);
+    tiny_fill(pfl_client_model(fl, 0), f.m.num_params, -0.5, 0.5, &r);
+    fl->round = 3;
+    pfl_worker *w = &fl->workers[0];
+    float *php = tiny_floats(V), *train_mode = tiny_floats(V), *eval_mode = tiny_floats(V);
+    fl->algo->local_init(fl, 0, php);
+    memcpy(train_mode, php, V * sizeof(float)), memcpy(eval_mode, php, V * sizeof(float));
+    pfl_train_stats st = {0};
+    fl->algo->local_train(fl, 0, w, php, &st);
+    float *teacher = tiny_floats(V);
+    memcpy(teacher, fl->global, V * sizeof(float));
+    for (int k = 0; k < 2; k++) {
+        pfl_step s = pfl_step_default(fl);
+        s.ce_weight = 0.5;
+        const pfl_loss_term mmd = {.name = "the test's MMD", .at = 2, .weight = 0.5f, .refs = {teacher},
+                                   .num_refs = 1, .refs_train = k == 0, .value = mmd_value};
+        pfl_step_add_term(&s, &mmd);
+        pfl_step_run(fl, 0, w, k == 0 ? train_mode : eval_mode, &s, &st);
+    }
+    CHECK(tiny_same(php, train_mode, 0, V), "fedphp's teacher is not the global model in training mode (%zu floats)",
+          tiny_count_diff(php, train_mode, 0, V));
+    CHECK(!tiny_same(php, eval_mode, 0, V), "a teacher in evaluation mode trains alike: the check is blind");
+    free(php), free(train_mode), free(eval_mode), free(teacher);
+    tiny_fed_free(&f);
+}
+
 /* ---- Per-FedAvg ---- */
 
 static void test_perfedavg_personalized_by_hand(void) {
@@ -218,18 +293,27 @@ static void meta_gradient(double g[6]) {
     memcpy(g, gw, sizeof gw);
 }
 
-static void test_perfedavg_meta_step_by_hand(bool hf, float beta) {
-    const int aa[3] = {0, 0, 0};
+/* Per-FedAvg's round 1 on the linear federation of `which`: the trained meta-model into out, its statistics
+ * into *st. */
+static void perfedavg_round(pfl_config cfg, const int *which, int n, float out[6], pfl_train_stats *st) {
     tiny_fed f;
-    pfl_config cfg = linear_config();
-    cfg.batch = 1, cfg.algo.perfedavg_hf = hf, cfg.algo.perfedavg_beta = beta;
-    linear_fed(&f, &pfl_algo_perfedavg, cfg, aa, hf ? 3 : 2);
+    linear_fed(&f, &pfl_algo_perfedavg, cfg, which, n);
     pfl_fl *fl = &f.fl;
     pfl_worker *w = &fl->workers[0];
     fl->round = 1;
-    pfl_train_stats st = {0};
     pfl_default_local_init(fl, 0, w->model);
-    fl->algo->local_train(fl, 0, w, w->model, &st);
+    fl->algo->local_train(fl, 0, w, w->model, st);
+    memcpy(out, w->model, 6 * sizeof(float));
+    tiny_fed_free(&f);
+}
+
+static void test_perfedavg_meta_step_by_hand(bool hf, float beta) {
+    const int aa[3] = {0, 0, 0};
+    pfl_config cfg = linear_config();
+    cfg.batch = 1, cfg.algo.perfedavg_hf = hf, cfg.algo.perfedavg_beta = beta, cfg.algo.reading = "paper";
+    pfl_train_stats st = {0};
+    float model[6];
+    perfedavg_round(cfg, aa, hf ? 3 : 2, model, &st);
     double g[6], want[6];
     meta_gradient(g);
     /* FO: w = -beta g(w'); HF: -beta (g - alpha H g) with H g = 1.5 g at W = 0 */
@@ -238,19 +322,44 @@ static void test_perfedavg_meta_step_by_hand(bool hf, float beta) {
     char what[64];
     snprintf(what, sizeof what, "per-fedavg %s step, beta %g", hf ? "HF" : "FO", b);
     /* HF: the central difference of float gradients, delta 1e-3 */
-    check_linear(what, w->model, want, hf ? 2e-6 : 1e-7);
+    check_linear(what, model, want, hf ? 2e-6 : 1e-7);
     CHECK(st.samples == 2 && st.last_epoch_samples == 2, "%s: %ld samples counted, want D and D'", what, st.samples);
-    tiny_fed_free(&f);
+}
+
+/* --reading pfllib: PFLlib's server calls each client's train() twice a round, so a round of --epochs 1 is
+ * bit for bit a paper round of --epochs 2 (the same streams), and not one of --epochs 1. */
+static void test_perfedavg_trains_twice(void) {
+    const int ab[4] = {0, 1, 1, 0};
+    float trained[3][6];
+    const char *reading[3] = {"pfllib", "paper", "paper"};
+    const int epochs[3] = {1, 2, 1};
+    long samples[3];
+    for (int k = 0; k < 3; k++) {
+        pfl_config cfg = linear_config();
+        cfg.batch = 1, cfg.epochs = epochs[k], cfg.algo.reading = reading[k];
+        pfl_train_stats st = {0};
+        perfedavg_round(cfg, ab, 4, trained[k], &st);
+        samples[k] = st.samples;
+    }
+    CHECK(memcmp(trained[0], trained[1], sizeof trained[0]) == 0 && samples[0] == samples[1],
+          "pfllib, --epochs 1 is not paper --epochs 2 (%ld, %ld samples)", samples[0], samples[1]);
+    CHECK(memcmp(trained[0], trained[2], sizeof trained[0]) != 0 && samples[0] == 2 * samples[2],
+          "pfllib trains no more than paper --epochs 1 (%ld, %ld samples)", samples[0], samples[2]);
 }
 
 /* ---- FedPHP ---- */
 
-static void test_fedphp_moving_average(void) {
+/* FedPHP on one client of 4 samples, 10 rounds, mu 0.9, under `reading`. */
+static void fedphp_fed(tiny_fed *f, const char *reading) {
     const int n_train[1] = {4}, n_test[1] = {2};
-    tiny_fed f;
     pfl_config cfg = linear_config();
-    cfg.rounds = 10;
-    tiny_fed_init(&f, &pfl_algo_fedphp, cfg, n_train, n_test);
+    cfg.rounds = 10, cfg.algo.reading = reading;
+    tiny_fed_init(f, &pfl_algo_fedphp, cfg, n_train, n_test);
+}
+
+static void test_fedphp_moving_average(void) {
+    tiny_fed f;
+    fedphp_fed(&f, "paper");
     pfl_fl *fl = &f.fl;
     const size_t V = pfl_model_vector_len(&f.m);
     /* mu = 0.9 x participations / (join x rounds), at most 0.9 */
@@ -293,6 +402,29 @@ static void test_fedphp_moving_average(void) {
     tiny_fed_free(&f);
 }
 
+/* --reading pfllib (PFLlib's clientphp.py as FedALA ran it): with the global model G = 1 and the client's last
+ * trained model S = 3, 10 rounds, mu 0.9: in round 3 it trains from (1 - 0.18) G + 0.18 S = 1.36 (mu (3 - 1) /
+ * 10), is scored after round 3 on 0.73 G + 0.27 S = 1.54 (the mix for round 4), and keeps what it trained. */
+static void test_fedphp_pfllib_mix(void) {
+    tiny_fed f;
+    fedphp_fed(&f, "pfllib");
+    pfl_fl *fl = &f.fl;
+    const size_t V = pfl_model_vector_len(&f.m);
+    float *S = pfl_client_model(fl, 0), *start = tiny_floats(V), *trained = tiny_floats(V);
+    for (size_t i = 0; i < V; i++) S[i] = 3.0f, fl->global[i] = 1.0f, trained[i] = 5.0f;
+    fl->round = 3;
+    fl->algo->local_init(fl, 0, start);
+    CHECK(fabs(start[0] - 1.36) < 1e-6 && fabs(start[V - 1] - 1.36) < 1e-6, "round 3 starts from %g, want 1.36",
+          (double)start[0]);
+    const float *scored = fl->algo->personal_model(fl, 0, start);
+    CHECK(fabs(scored[0] - 1.54) < 1e-6 && fabs(scored[V / 2] - 1.54) < 1e-6, "scored after round 3: %g, want 1.54",
+          (double)scored[0]);
+    fl->algo->finish(fl, 0, trained, S);
+    CHECK(S[0] == 5.0f && S[V - 1] == 5.0f, "pfllib: the client keeps its trained model (%g, want 5)", (double)S[0]);
+    free(start), free(trained);
+    tiny_fed_free(&f);
+}
+
 /* The loss of FedPHP's training on one batch, for finite differences:
  * (1 - lambda) CE(theta) + lambda MMD(z(theta), z_hpm). */
 typedef struct {
@@ -317,11 +449,13 @@ static double feature_loss(void *p) {
  * z_hpm) from the global model, z_hpm the features of the inherited model in
  * evaluation mode: composed here from the pieces checked by hand and by
  * differences below (pfl_mmd_rbf, pfl_backward_features). */
-static void test_fedphp_training_step(void) {
+static void test_fedphp_training_step(const char *reading) {
     const int n_train[1] = {4}, n_test[1] = {2};
+    const bool paper = !strcmp(reading, "paper");
     tiny_fed f;
     pfl_config cfg = tiny_config(1);
-    cfg.lr = 0.1f, cfg.batch = 4, cfg.algo.php_mu = 0.9f, cfg.algo.php_lambda = 0.5f;
+    cfg.lr = 0.1f, cfg.batch = 4, cfg.algo.php_mu = 0.9f, cfg.algo.php_lambda = 0.5f, cfg.rounds = 10;
+    cfg.algo.reading = reading;
     tiny_fed_init(&f, &pfl_algo_fedphp, cfg, n_train, n_test);
     pfl_fl *fl = &f.fl;
     const size_t P = f.m.num_params;
@@ -339,29 +473,35 @@ static void test_fedphp_training_step(void) {
     CHECK(n == 100, "dnn: %ld features enter its last layer, want 100", n);
     float *z_ref = tiny_floats(4 * (size_t)n), *dz = tiny_floats(4 * (size_t)n), *theta = tiny_floats(P);
     float *g = tiny_floats(P), *g_ce = tiny_floats(P);
-    pfl_forward(ws, hpm, x, 4, false, NULL);
+    /* the teacher: paper the inherited model in evaluation mode; pfllib the global model in training mode */
+    pfl_forward(ws, paper ? hpm : fl->global, x, 4, !paper, NULL);
     memcpy(z_ref, pfl_workspace_layer_input(ws, layer), sizeof(float) * 4 * (size_t)n);
-    memcpy(theta, fl->global, P * sizeof(float));
+    /* the start: paper the global model; pfllib in round 3 0.82 G + 0.18 S */
+    for (size_t i = 0; i < P; i++) theta[i] = paper ? fl->global[i] : 0.82f * fl->global[i] + 0.18f * hpm[i];
     const double ce = pfl_forward_loss(ws, theta, x, y, 4, true, NULL);
     const double mmd = pfl_mmd_rbf(pfl_workspace_layer_input(ws, layer), z_ref, 4, n, dz);
     for (long k = 0; k < 4 * n; k++) dz[k] *= 0.5f;
     pfl_backward_features(ws, theta, y, g, 0, 0.5f, layer, dz);
     pfl_backward(ws, theta, y, g_ce);
     /* one epoch of one batch through the hooks */
-    fl->round = 1;
+    fl->round = 3;
     pfl_worker *w = &fl->workers[0];
     pfl_train_stats st = {0};
     fl->algo->local_init(fl, 0, w->model);
-    CHECK(memcmp(w->model, fl->global, P * sizeof(float)) == 0, "fedphp does not start from the global model");
+    double start_off = 0.0;
+    for (size_t i = 0; i < P; i++) start_off = fmax(start_off, fabs(w->model[i] - theta[i]));
+    CHECK(start_off < 1e-6, "--reading %s: fedphp starts %g off its start", reading, start_off);
+    memcpy(w->model, theta, P * sizeof(float)); /* the hand's start, bit for bit */
     fl->algo->local_train(fl, 0, w, w->model, &st);
     double off = 0.0, mmd_part = 0.0;
     for (size_t i = 0; i < P; i++) {
         off = fmax(off, fabs(w->model[i] - (theta[i] - 0.1 * g[i])));
         mmd_part = fmax(mmd_part, fabs(g[i] - 0.5 * g_ce[i]));
     }
-    CHECK(off < 1e-6, "fedphp's step is off by %g from theta - lr x the gradient of its loss", off);
+    CHECK(off < 1e-6, "--reading %s: fedphp's step is off by %g from theta - lr x the gradient of its loss", reading,
+          off);
     CHECK(mmd_part > 1e-3, "the MMD term moves the gradient by only %g: the check proves little", mmd_part);
-    CHECK(mmd > 1e-3, "MMD toward the inherited model %g: the models' features do not differ", mmd);
+    CHECK(mmd > 1e-3, "MMD toward the teacher %g: the models' features do not differ", mmd);
     CHECK(fabs(st.loss_sum / 4.0 - (0.5 * ce + 0.5 * mmd)) < 1e-5,
           "reported loss %g, want (1 - lambda) CE + lambda MMD = %g", st.loss_sum / 4.0, 0.5 * ce + 0.5 * mmd);
     pfl_workspace_free(ws);
@@ -566,7 +706,13 @@ int main(void) {
     test_perfedavg_meta_step_by_hand(false, 0.05f);
     test_perfedavg_meta_step_by_hand(true, 0.0f);
     test_fedphp_moving_average();
-    test_fedphp_training_step();
+    test_perfedavg_trains_twice();
+    test_fine_tuned_is_next_start(&pfl_algo_fedavg_c);
+    test_fine_tuned_is_next_start(&pfl_algo_fedprox_c);
+    test_fedphp_teacher_mode();
+    test_fedphp_pfllib_mix();
+    test_fedphp_training_step("paper");
+    test_fedphp_training_step("pfllib");
     test_mmd();
     test_feature_gradient();
     test_ala_applies(&pfl_algo_perfedavg);

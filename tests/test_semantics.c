@@ -261,6 +261,7 @@ static void test_init_clients_and_joined(void) {
 static void digest_of(const pfl_algo *algo, pfl_eval_moment moment, uint8_t digest[32]) {
     pfl_config cfg = base_config();
     cfg.join = 0.75, cfg.eval_moment = moment;
+    cfg.algo.reading = algo == &pfl_algo_fedphp ? "paper" : NULL; /* the inherited model, which training leaves */
     tiny_fed f;
     tiny_fed_init(&f, algo, cfg, n_train, n_test);
     CHECK(pfl_fl_run(&f.fl, NULL, NULL) == 0, "%s run: %s", algo->name, pfl_errmsg());

@@ -121,6 +121,18 @@ static inline float *tiny_client_model(pfl_fl *fl, int client, float *out) {
     return out;
 }
 
+/* A tiny model with BatchNorm on c x h x w images of 3 classes: conv1 (4
+ * channels, 3 x 3) - bn1 - ReLU - global average pooling - fc (layers conv1,
+ * bn1, fc). */
+static inline void tiny_bn_model(pfl_model *m, int c, int h, int w) {
+    if (pfl_model_begin(m, "bn-tiny", c, h, w, 3) || pfl_model_conv(m, "conv1", 4, 3, 1, 1, false) ||
+        pfl_model_batchnorm(m, "bn1") || pfl_model_relu(m) || pfl_model_avgpool(m) || pfl_model_linear(m, "fc", 3) ||
+        pfl_model_finish(m)) {
+        fprintf(stderr, "bn-tiny: %s\n", pfl_errmsg());
+        exit(2);
+    }
+}
+
 /* A tiny federation: the "dnn" model on 1x4x4 images of 3 classes, a
  * synthetic dataset and a hand-made partition (client k: n_train[k] train
  * then n_test[k] test samples). tiny_fed_data builds the data, and

@@ -36,6 +36,12 @@ extern const pfl_algo pfl_algo_gpfl;
  * n floats; the alpha step alpha - lr <v - w, grad_mix> clipped to [0, 1]. */
 void pfl_apfl_mix(float *out, const float *v, const float *w, float alpha, size_t n);
 float pfl_apfl_alpha_step(float alpha, const float *v, const float *w, const float *grad_mix, size_t n, float lr);
+/* --reading pfllib's alpha step (PFLlib, from FedTorch): alpha - lr (<v - w,
+ * alpha grad_v + (1 - alpha) grad_w> + 0.02 alpha), clipped to [0, 1]. */
+float pfl_apfl_alpha_step_pfllib(float alpha, const float *v, const float *w, const float *grad_v,
+                                 const float *grad_w, size_t n, float lr);
+/* A client's alpha as it stands. */
+float pfl_apfl_alpha(const pfl_fl *fl, int client);
 /* FedRoD's pieces (fedrod.c): the balanced softmax offsets of a client, log
  * of its training samples per class (-INFINITY for a class it lacks); one
  * SGD step of a personal head (C x D weight, then C biases, in `head`) on the
@@ -121,8 +127,11 @@ extern const pfl_algo pfl_algo_fedavg_c;
 extern const pfl_algo pfl_algo_fedprox_c;
 extern const pfl_algo pfl_algo_perfedavg;
 extern const pfl_algo pfl_algo_fedphp;
-/* FedPHP's moving-average weight for a client that trained in `participations` rounds before this one. */
+/* FedPHP's moving-average weight for a client that trained in `participations` rounds before this one
+ * (--reading paper); the weight of a client's last trained model in what it holds for round `round`, mu
+ * (round - 1) / rounds (--reading pfllib). */
 float pfl_fedphp_mu(const pfl_fl *fl, int participations);
+float pfl_fedphp_pfllib_mu(const pfl_fl *fl, int round);
 /* Methods that download several models, FedFomo and APPLE, and PartialFed (src/algos/fedfomo.h, apple.h,
  * partialfed.h) */
 extern const pfl_algo pfl_algo_fedfomo;
@@ -162,6 +171,16 @@ void pfl_fedlc_offsets(const double *counts, int C, float tau, float *offset);
  * label's, the batch mean; its gradient with respect to z into dz (zero at
  * the labels). */
 double pfl_fedntd_loss(const float *z, const float *t, const uint8_t *labels, int B, int C, float tau, float *dz);
+
+/* --reading (APPLE, APFL, FedPHP, Per-FedAvg): where a method's paper and
+ * PFLlib's code, which FedALA's and FLAYER's tables ran, disagree, the run
+ * follows PFLlib (the default) or the paper; docs/algorithms.md names each
+ * difference. pfl_check_reading refuses another word (-1 with a message);
+ * PFL_READING_PARAM is the flag's row in a method's table, with its help. */
+bool pfl_reading_paper(const pfl_config *cfg);
+int pfl_check_reading(const pfl_config *cfg);
+#define PFL_READING_PARAM(HELP)                                                                                   \
+    {PFL_ALGO_PARAM(STRING, "reading", reading), .def_text = "pfllib", .metavar = "pfllib|paper", .help = HELP}
 
 /* PFLlib's personalized methods: FML, FedKD (their shared pieces: src/algos/mutual.h), FedDBE, FedMTL, FedBN */
 extern const pfl_algo pfl_algo_fml;
@@ -210,6 +229,42 @@ const float *pfl_feddbe_global_mean(const pfl_fl *fl);
  * sum `others` of the m - 1 other columns of W (n floats). */
 double pfl_fedmtl_scale(const pfl_model *m);
 void pfl_fedmtl_prox(double scale, int m, const float *others, size_t n, float *mu, float *anchor);
+/* PFLlib's personalized methods: FedCAC, FedAS, PFL-DA, FedGC */
+extern const pfl_algo pfl_algo_fedcac;
+extern const pfl_algo pfl_algo_fedas;
+extern const pfl_algo pfl_algo_pfl_da;
+extern const pfl_algo pfl_algo_fedgc;
+/* FedCAC's pieces (fedcac.c), for its tests. Masks are rows of 32-bit words,
+ * a bit per parameter, held in float slots bit for bit. The critical
+ * parameters of one tensor of n parameters, w trained from w0: bits
+ * first..first+n-1 of mask set where |(w - w0) w| reaches the int(tau n)-th
+ * largest (keys: n scratch words). */
+void pfl_fedcac_select(const float *w, const float *w0, size_t n, double tau, uint32_t *keys, float *mask,
+                       size_t first);
+/* The client's model: its critical parameters (mask) from `customized`, over
+ * `model`, on the layers the run shares. */
+void pfl_fedcac_mix(const pfl_fl *fl, const float *mask, const float *customized, float *model);
+/* The collaboration threshold of round r over the n x n overlaps (diagonal
+ * unread): avg + r / beta (max - avg). */
+double pfl_fedcac_threshold(const double *overlap, int n, int round, int beta);
+/* FedAS's pieces (fedas.c): the alignment loss of B rows of features f (B x
+ * D) toward the prototypes of their labels, sum over classes of the MSE of
+ * the batch's in_batch[c] samples of c, its gradient into df; the Fisher
+ * trace of a client's model. */
+double pfl_fedas_align_loss(const float *f, const uint8_t *y, int B, int D, const float *proto, const int *in_batch,
+                            float *df);
+double pfl_fedas_fisher_trace(pfl_fl *fl, pfl_worker *w, int client, const float *model);
+/* PFL-DA's pieces (pfl_da.c): the mean cross-entropy of the head (w: C x D,
+ * b: C) on B rows of features h, adding its gradients into dw, db, dh
+ * (B x D), the argmax hits into *correct; the gradient lambda (p - g) /
+ * ||p - g|| of its head regularizer, added into grads. */
+double pfl_da_head_xent(const float *w, const float *b, const float *h, const uint8_t *labels, int B, int D, int C,
+                        float *dw, float *db, float *dh, int *correct);
+void pfl_da_reg_grad(const float *personal, const float *global, size_t n, float lambda, float *grads);
+/* FedGC's pieces (fedgc.c): the class predicted among the held ones (-1:
+ * none); the server's correction step of every client's head. */
+int pfl_fedgc_predict(const float *logits, const uint8_t *held, int C);
+void pfl_fedgc_correct(pfl_fl *fl);
 
 /* NULL-terminated list of every algorithm. */
 extern const pfl_algo *const pfl_algos[];

@@ -10,7 +10,8 @@ const float *pfl_apple_dr(const pfl_fl *fl, int client);
 const float *pfl_apple_core(const pfl_fl *fl, int client);
 
 /* lambda(r) of the current round: the loss scheduler over the first
- * floor(L * rounds) rounds, 0 after. */
+ * floor(L * rounds) rounds, 0 after (--reading pfllib: one round later,
+ * round 1 pulling with 1). */
 double pfl_apple_lambda(const pfl_fl *fl);
 
 /* w = sum_j p[j] c_j on the parameters, with `own` as client's core, and
@@ -24,5 +25,14 @@ void pfl_apple_personal(const pfl_fl *fl, int client, const float *p, const floa
  * and core -= lr scale p[client] g (the run's SGD), both from the same g. */
 void pfl_apple_step(pfl_fl *fl, int client, pfl_worker *w, float *core, float *p, float *model, double lambda_mu,
                     pfl_rng *dropout, float *loss, int *correct);
+
+/* The same batch as PFLlib's clientapple.py does it (--reading pfllib): `model`
+ * is rebuilt as sum_j p[j] c_j (`core` as client's) and keeps that mix, its
+ * running statistics moving with the batch; from its gradient g, core -= lr
+ * scale p[client] g first, then p_j -= eta_2 (mean over the parameter
+ * tensors of mean(g . c_j) + lambda_mu (p_j - p0_j)), c_client the stepped
+ * core. */
+void pfl_apple_step_pfllib(pfl_fl *fl, int client, pfl_worker *w, float *core, float *p, float *model,
+                           double lambda_mu, pfl_rng *dropout, float *loss, int *correct);
 
 #endif

@@ -371,6 +371,8 @@ const pfl_algo pfl_algo_cfl = {
     .description = "CFL: clustered FL, clusters bi-partitioned by the cosine similarity of updates when the mean "
                    "update is small and the largest is not (--cfl-eps1, --cfl-eps2, --cfl-warmup)",
     PFL_PARAMS(cfl_params),
+    /* CFL trains from its cluster's model: no BatchNorm of its own would stay */
+    .run_defaults = (const char *const[]){"bn", "shared", NULL},
     .has_global = true,
     .create = cfl_create,
     .destroy = cfl_destroy,

@@ -411,6 +411,8 @@ const pfl_algo pfl_algo_fedalp = {
     .description = "FedALP: FedAvg warm-up, Ward clusters of updates, group models mixed with the global "
                    "per layer (--groups, --beta, --warmup)",
     PFL_PARAMS(fedalp_params),
+    /* FedALP starts from its group's and the global model: no BatchNorm of its own would stay */
+    .run_defaults = (const char *const[]){"bn", "shared", NULL},
     .has_global = true,
     .create = fedalp_create,
     .destroy = fedalp_destroy,

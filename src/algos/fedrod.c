@@ -109,11 +109,13 @@ static void fedrod_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pf
     if (h.head) pfl_store_release(s->head, client);
 }
 
-/* The global model with the output layer W_g + W_p, b_g + b_p. */
+/* The global model as the client holds it (with what --bn keeps local, its own) with the output layer
+ * W_g + W_p, b_g + b_p. */
 static const float *fedrod_personal_model(pfl_fl *fl, int client, float *scratch) {
     const fedrod_state *s = fl->algo_state;
     const pfl_layer *out = &fl->model->layers[fl->model->num_layers - 1];
-    memcpy(scratch, fl->global, pfl_model_vector_len(fl->model) * sizeof(float));
+    const float *held = pfl_default_personal_model(fl, client, scratch);
+    if (held != scratch) memcpy(scratch, held, pfl_model_vector_len(fl->model) * sizeof(float));
     const float *head = pfl_store_read(s->head, client);
     for (size_t j = 0; j < out->length; j++) scratch[out->offset + j] += head[j];
     pfl_store_release(s->head, client);

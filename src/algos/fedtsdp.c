@@ -596,7 +596,9 @@ const pfl_algo pfl_algo_fedtsdp = {
     .description = "FedTSDP: two-stage clustering (JS divergence of predictions on public data when Hopkins "
                    "H > h_th, then weight distances), adaptive shared layers (--public, --tsdp-*)",
     PFL_PARAMS(fedtsdp_params),
-    .run_defaults = (const char *const[]){"public", "test", NULL}, /* its public set: the original test files */
+    /* its public set: the original test files; a shared layer is shared whole, its running statistics too
+     * (docs/algorithms.md, FedTSDP's BatchNorm) */
+    .run_defaults = (const char *const[]){"public", "test", "bn", "shared", NULL},
     .has_global = true,
     .stateful = true,
     .create = tsdp_create,

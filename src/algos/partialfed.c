@@ -88,6 +88,7 @@ static const float *partial_init(pfl_fl *fl, int client, float *out) {
     for (int l = 0; l < fl->model->num_layers; l++) load[l] = z[2 * l] >= z[2 * l + 1];
     if (own != out) memcpy(out, own, sizeof(float) * pfl_model_vector_len(fl->model)); /* nothing else outside the layers */
     pfl_partialfed_build(fl->model, load, fl->global, out, out);
+    if (own != out) pfl_keep_local_bn(fl, own, out); /* a loaded BatchNorm layer keeps what --bn keeps local */
     return out;
 }
 
@@ -113,8 +114,12 @@ void pfl_partialfed_strategy_step(pfl_fl *fl, pfl_worker *w, const float *model,
         y_load[l] = 1.0 / (1.0 + exp(b - a));
         load[l] = a >= b; /* the hard sample: argmax, loading on a tie */
     }
-    float *mix = w->aux, *grads = pfl_exec_host(&w->aux_grads);
-    pfl_partialfed_build(m, load, fl->global, model, mix);
+    /* the global model as the client holds it (what --bn keeps local is its own), in `received`, free while
+     * it trains */
+    float *mix = w->aux, *grads = pfl_exec_host(&w->aux_grads), *global = w->received;
+    memcpy(global, fl->global, sizeof(float) * pfl_model_vector_len(m));
+    pfl_keep_local_bn(fl, model, global);
+    pfl_partialfed_build(m, load, global, model, mix);
     pfl_xbuf mix_v = pfl_exec_view(x, mix, pfl_model_vector_len(m), false);
     pfl_exec_zero(x, &w->aux_grads, 0, m->num_params);
     pfl_exec_forward(x, &mix_v, true, NULL);
@@ -128,7 +133,7 @@ void pfl_partialfed_strategy_step(pfl_fl *fl, pfl_worker *w, const float *model,
     for (int l = 0; l < L; l++) {
         const size_t off = m->layers[l].offset, end = off + m->layers[l].length;
         double dy = 0.0;
-        for (size_t i = off; i < end; i++) dy += (double)grads[i] * ((double)fl->global[i] - (double)model[i]);
+        for (size_t i = off; i < end; i++) dy += (double)grads[i] * ((double)global[i] - (double)model[i]);
         const double dz = y_load[l] * (1.0 - y_load[l]) / tau * dy;
         logits[2 * l] = (float)((double)logits[2 * l] - lr * dz);
         logits[2 * l + 1] = (float)((double)logits[2 * l + 1] + lr * dz);

@@ -20,7 +20,12 @@
  * of the round it prepares; it is built when evaluated, no client keeps it.
  * Its steps, like all of Per-FedAvg's, are plain gradient steps: --momentum,
  * --weight-decay and --flayer-lr are refused; so is --eval-moment
- * after-train, which would score the meta-model training left, unadapted. */
+ * after-train, which would score the meta-model training left, unadapted.
+ *
+ * --reading pfllib (the default): a round trains twice the local steps
+ * --epochs make, as PFLlib's serverperavg.py calls each client's train()
+ * twice a round (FedALA's and FLAYER's tables ran it); --reading paper:
+ * once (the paper's tau local steps are the run's --epochs). */
 #include <string.h>
 
 #include "algos/algos.h"
@@ -36,6 +41,11 @@ static float beta_of(const pfl_fl *fl) {
     const float b = fl->cfg.algo.perfedavg_beta;
     return b > 0.0f ? b : pfl_round_lr(fl);
 }
+
+/* PFLlib's server trains each selected client twice a round (client.train() twice). */
+static int train_calls(const pfl_fl *fl) { return pfl_reading_paper(&fl->cfg) ? 1 : 2; }
+
+static int perfedavg_check(const pfl_config *cfg) { return pfl_check_reading(cfg); }
 
 static int perfedavg_create(pfl_fl *fl) {
     if (fl->cfg.momentum != 0.0f || fl->cfg.weight_decay != 0.0f)
@@ -133,17 +143,19 @@ static bool meta_step(void *ctx, pfl_owned_batch *b) {
     return true;
 }
 
-/* --epochs passes over the shuffled training split, each cut into chunks of
- * k x --batch samples (a last chunk with fewer than k samples is left for
- * that pass), each chunk one local step. Under --local-steps K the round's
- * epochs x K batches make epochs x K / k local steps (at least one). */
+/* --epochs passes over the shuffled training split (twice that under
+ * --reading pfllib), each cut into chunks of k x --batch samples (a last
+ * chunk with fewer than k samples is left for that pass), each chunk one
+ * local step. Under --local-steps K the round's epochs x K batches make
+ * epochs x K / k local steps (at least one; twice as many under pfllib). */
 static void perfedavg_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     const pfl_client_data *cd = &fl->part->clients[client];
     int k = fl->cfg.algo.perfedavg_hf ? 3 : 2;
     const int chunk = k * fl->cfg.batch;
     const long per_pass = cd->n_train / chunk + (cd->n_train % chunk >= k);
     const long batches = pfl_epoch_steps(fl, fl->cfg.epochs);
-    const long budget = batches > 0 ? (batches / k > 0 ? batches / k : 1) : per_pass * fl->cfg.epochs;
+    const long budget =
+        train_calls(fl) * (batches > 0 ? (batches / k > 0 ? batches / k : 1) : per_pass * fl->cfg.epochs);
     if (per_pass == 0 || budget == 0) return;
     pfl_step step = pfl_step_default(fl);
     step.batch = chunk, step.min_batch = k, step.steps = (int)budget;
@@ -193,14 +205,17 @@ static const pfl_param perfedavg_params[] = {
      .help = "Hessian-free variant: (I - alpha H) from two more gradients per step (default: first-order)"},
     {PFL_ALGO_PARAM(FLOAT, "perfedavg-delta", perfedavg_delta), .def = 0.001, .min = 0, .min_exclusive = true,
      .max = 1, .metavar = "F", .help = "delta of the Hessian-free differences"},
+    PFL_READING_PARAM("pfllib: a round trains twice the steps --epochs make (serverperavg.py calls train() twice, "
+                      "FedALA's runs) | paper: once"),
 };
 
 const pfl_algo pfl_algo_perfedavg = {
     .name = "perfedavg",
-    .description = "Per-FedAvg: MAML meta-model, personalized by --perfedavg-steps steps of size alpha",
+    .description = "Per-FedAvg: MAML meta-model, personalized by --perfedavg-steps steps of size alpha (--reading)",
     PFL_PARAMS(perfedavg_params),
     .has_global = true,
     .create = perfedavg_create,
+    .check = perfedavg_check,
     .local_train = perfedavg_train,
     .personal_model = perfedavg_personal_model,
 };

@@ -150,6 +150,8 @@ const pfl_algo pfl_algo_pfedme = {
     .description = "pFedMe: Moreau-envelope personal models theta (K inner steps), local w <- w - lr lambda (w - theta), "
                    "server mix beta (--pfedme-k, --pfedme-lambda, --pfedme-lr, --pfedme-beta)",
     PFL_PARAMS(pfedme_params),
+    /* pFedMe restarts theta from the global model: no BatchNorm of its own would stay */
+    .run_defaults = (const char *const[]){"bn", "shared", NULL},
     .has_global = true,
     .stateful = true,
     .keeps_state = true,

@@ -7,25 +7,63 @@
 
 #include "util/err.h"
 
-static const pfl_backend *const backends[] = {&pfl_backend_cpu, NULL};
+static const pfl_backend *const backends[] = {&pfl_backend_cpu,
+#ifdef PFL_CUDA
+                                               &pfl_backend_cuda,
+#endif
+                                               NULL};
 
-const pfl_backend *pfl_backend_find(const char *name) {
-    for (int i = 0; backends[i]; i++)
-        if (!strcmp(backends[i]->name, name)) return backends[i];
-    char names[64] = "";
+const char *pfl_backend_names(void) {
+    static char names[64];
+    names[0] = '\0';
     for (int i = 0; backends[i]; i++) {
         strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
         strncat(names, backends[i]->name, sizeof names - strlen(names) - 1);
     }
-    pfl_err("--device %s: not a backend of this pfl (built with: %s)", name, names);
+    return names;
+}
+
+const pfl_backend *pfl_backend_find(const char *name) {
+    for (int i = 0; backends[i]; i++)
+        if (!strcmp(backends[i]->name, name)) return backends[i];
+    if (!strcmp(name, "cuda"))
+        pfl_err("--device cuda: this pfl was built without the CUDA backend (build it where nvcc is on PATH: make)");
+    else
+        pfl_err("--device %s: not a backend of this pfl (it has: %s)", name, pfl_backend_names());
     return NULL;
 }
+
+
+/* A stand-in host vector handed to code that asked a device executor for
+ * host memory (pfl_exec_host); freed with the executor. */
+struct pfl_exec_mirror {
+    struct pfl_exec_mirror *next;
+    float data[];
+};
+
+void pfl_exec_refuse(pfl_exec *x, const char *why) {
+    if (!x->refused[0]) snprintf(x->refused, sizeof x->refused, "%s", why);
+}
+
+float *pfl_exec_host(const pfl_xbuf *b) {
+    if (b->host || !b->exec) return b->host;
+    pfl_exec *x = b->exec;
+    pfl_exec_refuse(x, "it computes on host memory with loops of its own");
+    struct pfl_exec_mirror *m = calloc(1, sizeof *m + sizeof(float) * (b->n ? b->n : 1));
+    if (!m) abort(); /* nothing sensible is left to do without a stand-in */
+    m->next = x->mirrors, x->mirrors = m;
+    return m->data;
+}
+
+static bool tf32_on;
+void pfl_backend_set_tf32(bool on) { tf32_on = on; }
+bool pfl_backend_tf32(void) { return tf32_on; }
 
 pfl_exec *pfl_exec_create(const pfl_backend *be, const pfl_model *m, const pfl_dataset *data, int max_batch) {
     if (be->available && be->available()) return NULL;
     pfl_exec *x = pfl_calloc(1, sizeof *x);
     if (!x) return NULL;
-    x->be = be, x->model = m, x->data = data, x->max_batch = max_batch;
+    x->be = be, x->model = m, x->data = data, x->max_batch = max_batch, x->tf32 = tf32_on;
     if (be->create(x)) {
         free(x);
         return NULL;
@@ -36,6 +74,11 @@ pfl_exec *pfl_exec_create(const pfl_backend *be, const pfl_model *m, const pfl_d
 void pfl_exec_destroy(pfl_exec *x) {
     if (!x) return;
     x->be->destroy(x);
+    while (x->mirrors) {
+        struct pfl_exec_mirror *next = x->mirrors->next;
+        free(x->mirrors);
+        x->mirrors = next;
+    }
     free(x);
 }
 

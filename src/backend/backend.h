@@ -20,8 +20,11 @@
  * model goes to the device once when its training starts and back once when
  * it ends. Code that must compute on a buffer with its own loops (a
  * method's host-side batch work) asks for its host memory with
- * pfl_exec_host, which a device backend does not give (NULL): such a
- * method declares it (pfl_step.host_batches) and is refused there. */
+ * pfl_exec_host, which a device backend does not give: its executor then
+ * records a refusal, as it does for a step with host-side parts
+ * (pfl_step_host_part), and the round loop stops the run with one line
+ * naming the method. The CUDA backend is cuda.cu (docs/architecture.md,
+ * "The CUDA backend"). */
 #ifndef PFL_BACKEND_BACKEND_H
 #define PFL_BACKEND_BACKEND_H
 
@@ -34,6 +37,8 @@
 #include "nn/optim.h"
 #include "util/rng.h"
 
+typedef struct pfl_exec pfl_exec;
+
 /* A vector in an executor's memory: n floats. `host` is the memory on the
  * host when the backend computes there (the CPU), else NULL; `dev` is the
  * backend's own handle. Views (pfl_exec_view) live on the caller's stack. */
@@ -44,6 +49,7 @@ typedef struct {
     bool owned;      /* allocated by the executor (freed by pfl_exec_free_buf) */
     bool writeback;  /* a device view of a host vector that is copied back when closed */
     float *origin;   /* a view: the host vector it shows */
+    pfl_exec *exec;  /* a device buffer: its executor (pfl_exec_host refuses through it) */
 } pfl_xbuf;
 
 /* Where a gradient joins the backward pass: the features entering layer
@@ -54,14 +60,17 @@ typedef struct {
     const float *d;
 } pfl_xinjection;
 
-typedef struct pfl_exec pfl_exec;
-
 /* What a backend implements. Every function receives the executor; the
  * backend keeps its own state in exec->impl. */
 typedef struct pfl_backend {
     const char *name;                 /* "cpu", "cuda" */
+    /* Its buffers are not host memory (pfl_exec_host gives none). */
+    bool device;
     /* Whether this machine can run it; else -1 with a message naming why. */
     int (*available)(void);
+    /* What it runs on, for the run's first line ("NVIDIA H100 80GB HBM3
+     * (132 SMs, 79 GiB), CUDA runtime 13.0, ..."); NULL: nothing to say. */
+    void (*describe)(char *buf, size_t size);
     /* The backend's part of an executor for `m` on batches of up to
      * max_batch samples of `data`; 0 or -1 with a message. */
     int (*create)(pfl_exec *x);
@@ -102,6 +111,11 @@ typedef struct pfl_backend {
                  size_t n);
     /* sum of squares of b[off..off+n), in double */
     double (*sumsq)(pfl_exec *x, const pfl_xbuf *b, size_t off, size_t n);
+    /* Checks only (tests/gpu): op `op`'s output after the last forward, or
+     * (grad) the gradient of that output after the last backward, B x the
+     * op's output size floats into dst; NULL where the backend keeps no such
+     * buffer of its own (the CPU works some ops in place). */
+    void (*read_op)(pfl_exec *x, int op, bool grad, float *dst);
 } pfl_backend;
 
 struct pfl_exec {
@@ -110,13 +124,33 @@ struct pfl_exec {
     const pfl_dataset *data;
     int max_batch;
     int batch;            /* B of the current batch */
+    bool tf32;            /* TF32 matrix products allowed (pfl_backend_set_tf32 when it was created) */
     void *impl;           /* the backend's */
+    /* A device executor asked for host memory it does not have
+     * (pfl_exec_host) or for a step with host parts (pfl_exec_refuse):
+     * what, for the one line that stops the run; NULL: nothing refused.
+     * `mirrors` are the stand-in host vectors handed out meanwhile. */
+    char refused[160];
+    struct pfl_exec_mirror *mirrors;
 };
 
 /* The backends built into this pfl ("cpu", and "cuda" when built with it),
- * by name; NULL with a message naming the ones there are. */
+ * by name; NULL with a message naming the ones there are (and, for "cuda"
+ * in a pfl built without it, how to build it). */
 const pfl_backend *pfl_backend_find(const char *name);
+/* The backends this pfl has, comma-separated ("cpu, cuda"). */
+const char *pfl_backend_names(void);
 extern const pfl_backend pfl_backend_cpu;
+#ifdef PFL_CUDA
+extern const pfl_backend pfl_backend_cuda;
+#endif
+
+/* TF32 tensor-core arithmetic for a device backend's float32 matrix
+ * products (--tf32): faster, about 3 decimal digits. Off by default, so a
+ * device run's numbers stay within float32 rounding of the CPU's. Set before
+ * executors are created (pfl_fl_create); it holds for the process. */
+void pfl_backend_set_tf32(bool on);
+bool pfl_backend_tf32(void);
 
 /* An executor of backend `be` for model m on batches of up to max_batch
  * samples of `data` (NULL: only pfl_exec_load feeds it). NULL with a message. */
@@ -134,8 +168,18 @@ pfl_xbuf pfl_exec_view(pfl_exec *x, float *host, size_t n, bool writeback);
 /* A view that is only read (writeback false). */
 pfl_xbuf pfl_exec_view_const(pfl_exec *x, const float *host, size_t n);
 void pfl_exec_unview(pfl_exec *x, pfl_xbuf *b);
-/* The host memory of b, or NULL on a backend that computes elsewhere. */
-static inline float *pfl_exec_host(const pfl_xbuf *b) { return b->host; }
+/* The host memory of b. A device backend has none: its executor then
+ * records the refusal (pfl_exec_refusal) and hands out a zeroed stand-in
+ * of b->n floats, so that a method's host-side work runs harmlessly until
+ * the round loop stops the run with one line. */
+float *pfl_exec_host(const pfl_xbuf *b);
+/* Whether the executor's buffers live on a device (no host memory). */
+static inline bool pfl_exec_on_device(const pfl_exec *x) { return x->be->device; }
+/* Records that work the executor cannot do was asked of it, and why ("its
+ * step has a host-side part: fedphp's MMD"); the first one is kept. */
+void pfl_exec_refuse(pfl_exec *x, const char *why);
+/* Why work was refused, or NULL. */
+static inline const char *pfl_exec_refusal(const pfl_exec *x) { return x->refused[0] ? x->refused : NULL; }
 void pfl_exec_write(pfl_exec *x, pfl_xbuf *b, size_t off, const float *src, size_t n);
 void pfl_exec_read(pfl_exec *x, const pfl_xbuf *b, size_t off, float *dst, size_t n);
 void pfl_exec_zero(pfl_exec *x, pfl_xbuf *b, size_t off, size_t n);

@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "nn/model.h" /* PFL_FASTTEXT_VOCAB */
 #include "run/results.h"
 #include "run/run.h"
 #include "util/err.h"
@@ -13,7 +14,7 @@
 #include "util/safe_write.h"
 
 typedef struct {
-    const char *data, *partition, *data_dir, *save, *plot;
+    const char *data, *partition, *data_dir, *save, *plot, *export_format;
     int clients;
     uint64_t seed;
     bool quiet;
@@ -23,7 +24,9 @@ static const char partition_usage[] =
     "Usage: pfl partition [flags]\n\n"
     "Splits a dataset over clients exactly as pfl run does with the same flags and prints\n"
     "what the scheme does, then per client the train/test sizes and the samples of each class\n"
-    "(train and test together), then the totals. Schemes: README \"--partition\".";
+    "(train and test together), then the totals. Schemes: README \"--partition\".\n"
+    "With --export pfllib DIR it also writes the split as a PFLlib folder DIR (config.json,\n"
+    "train/<i>.npz, test/<i>.npz), which PFLlib's main.py reads as its dataset.";
 
 static void count_classes(const pfl_dataset *d, const pfl_client_data *cd, long *counts) {
     memset(counts, 0, sizeof(long) * (size_t)d->classes);
@@ -108,20 +111,55 @@ static int save_partition(const partition_options *o, const pfl_partition *p) {
     return pfl_atomic_commit(&a);
 }
 
+/* --export pfllib DIR: text gets the vocabulary pfl run's fasttext would
+ * build (its default size), so the folder's ids are the ones pfl trains on. */
+static int export_pfllib(const partition_options *o, pfl_dataset *d, const pfl_partition *p, const char *dir) {
+    const char *partition = pfl_partition_resolve(o->data, o->partition);
+    pfl_partition_spec spec;
+    if (pfl_partition_parse(&spec, partition)) return -1;
+    if (d->text && !d->text->vocab_size && pfl_text_build_vocab(d, p, PFL_FASTTEXT_VOCAB)) return -1;
+    char about[512];
+    snprintf(about, sizeof about, "pfl partition --data %s --partition %s --clients %d --seed %llu", o->data,
+             partition, o->clients, (unsigned long long)o->seed);
+    if (pfl_pfllib_export(d, p, partition, spec.alpha, about, dir)) return -1;
+    if (!o->quiet) printf("wrote %s (PFLlib's layout: config.json, train/<i>.npz, test/<i>.npz)\n", dir);
+    return 0;
+}
+
+/* The flags, and the one operand --export takes after its format: the folder. */
+static int parse_partition_args(const arg_spec *specs, int n, int argc, char **argv, partition_options *o,
+                                const char **export_dir) {
+    char **operands = malloc(sizeof(char *) * (size_t)(argc > 0 ? argc : 1));
+    int num_operands = 0;
+    int rc = operands ? args_parse_operands(specs, n, argc, argv, partition_usage, operands, &num_operands)
+                      : pfl_err("out of memory");
+    if (rc == 0 && o->export_format && strcmp(o->export_format, "pfllib"))
+        rc = pfl_err("--export %s: the one format is pfllib (--export pfllib DIR)", o->export_format);
+    else if (rc == 0 && o->export_format && num_operands == 0)
+        rc = pfl_err("--export pfllib: the folder to write is missing (--export pfllib DIR)");
+    else if (rc == 0 && num_operands > (o->export_format ? 1 : 0))
+        rc = pfl_err("%s: unexpected argument (see --help)", operands[o->export_format ? 1 : 0]);
+    if (rc == 0 && o->export_format) *export_dir = operands[0];
+    free(operands);
+    return rc;
+}
+
 int cmd_partition(int argc, char **argv) {
     partition_options o = {.data = "mnist", .partition = "pat", .clients = 20, .seed = 1};
     o.data_dir = pfl_default_data_dir();
     const arg_spec specs[] = {
-        {"data", "data", ARG_STRING, &o.data, 0, 0, false, "NAME", "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet"},
+        {"data", "data", ARG_STRING, &o.data, 0, 0, false, "NAME", "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews, pfllib:DIR"},
         {"partition", NULL, ARG_STRING, &o.partition, 0, 0, false, "P", pfl_partition_forms},
         {"clients", "nc", ARG_INT, &o.clients, 1, 1e7, false, "N", "number of clients"},
         {"seed", NULL, ARG_U64, &o.seed, 0, 9007199254740992.0, false, "S", "seed"},
         {"data-dir", NULL, ARG_STRING, &o.data_dir, 0, 0, false, "DIR", "data directory (env PFL_DATA)"},
         {"save", NULL, ARG_STRING, &o.save, 0, 0, false, "FILE", "also write the index lists as JSON"},
         {"plot", NULL, ARG_STRING, &o.plot, 0, 0, false, "PREFIX", "also draw clients x classes (samples of each class per client) into PREFIX.png and PREFIX.svg (gnuplot)"},
+        {"export", NULL, ARG_STRING, &o.export_format, 0, 0, false, "pfllib DIR", "also write the split into the folder DIR in PFLlib's layout (text: with the vocabulary of --model fasttext)"},
         {"quiet", NULL, ARG_FLAG, &o.quiet, 0, 0, false, NULL, "print no table"},
     };
-    int parsed = args_parse(specs, (int)(sizeof specs / sizeof specs[0]), argc, argv, partition_usage);
+    const char *export_dir = NULL;
+    int parsed = parse_partition_args(specs, (int)(sizeof specs / sizeof specs[0]), argc, argv, &o, &export_dir);
     if (parsed == 1) return 0;
     if (parsed < 0) {
         fprintf(stderr, "pfl partition: %s\n", pfl_errmsg());
@@ -138,10 +176,14 @@ int cmd_partition(int argc, char **argv) {
     if (!o.quiet) {
         pfl_partition_spec spec;
         char about[512];
-        pfl_partition_parse(&spec, o.partition); /* parsed once already by cli_load_partitioned */
+        pfl_partition_parse(&spec, pfl_partition_resolve(o.data, o.partition)); /* parsed once already */
         print_table(&d, &p, pfl_partition_describe(&spec, &d, o.clients, about, sizeof about));
     }
     if (o.save && save_partition(&o, &p)) {
+        fprintf(stderr, "pfl partition: %s\n", pfl_errmsg());
+        rc = 1;
+    }
+    if (rc == 0 && export_dir && export_pfllib(&o, &d, &p, export_dir)) {
         fprintf(stderr, "pfl partition: %s\n", pfl_errmsg());
         rc = 1;
     }

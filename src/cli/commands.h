@@ -14,5 +14,7 @@ int cmd_plot(int argc, char **argv);
 int cmd_table(int argc, char **argv);
 /* pfl preset FILE: a paper's preset, its cells and whether they run (cmd_preset.c). */
 int cmd_preset(int argc, char **argv);
+/* pfl export RUN_DIR --results-h5 FILE: a run as PFLlib's results file (cmd_export.c). */
+int cmd_export(int argc, char **argv);
 
 #endif

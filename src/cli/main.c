@@ -25,6 +25,7 @@ static void usage(FILE *f) {
             "  pfl plot RUN_DIR... --out PREFIX   accuracy curves of runs (PREFIX.png, PREFIX.svg)\n"
             "  pfl table RUN_DIR...    a markdown table of runs (--config FILE DIR: a paper's table beside pfl's)\n"
             "  pfl preset FILE         a paper's preset (configs/*.yaml): its cells, their runs, --check\n"
+            "  pfl export RUN_DIR --results-h5 FILE   a run as PFLlib's results file (.h5)\n"
             "  pfl --help | --version\n\n"
             "Example:\n"
             "  pfl run --algo fedavg --data fmnist --model cnn --partition pat:2 --clients 20 --rounds 30 --out out/fedavg\n",
@@ -127,6 +128,7 @@ static int dispatch(int argc, char **argv) {
     if (strcmp(cmd, "plot") == 0) return cmd_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "table") == 0) return cmd_table(argc - 2, argv + 2);
     if (strcmp(cmd, "preset") == 0) return cmd_preset(argc - 2, argv + 2);
+    if (strcmp(cmd, "export") == 0) return cmd_export(argc - 2, argv + 2);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
@@ -135,7 +137,7 @@ static int dispatch(int argc, char **argv) {
         printf("pfl %s\n", PFL_VERSION);
         return 0;
     }
-    fprintf(stderr, "pfl: unknown command '%s' (expected run, partition, resume, model, plot, table or preset; see pfl --help)\n", cmd);
+    fprintf(stderr, "pfl: unknown command '%s' (expected run, partition, resume, model, plot, table, preset or export; see pfl --help)\n", cmd);
     return 2;
 }
 

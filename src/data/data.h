@@ -21,6 +21,8 @@
  *                libjpeg, grayscale ones replicated to 3 channels
  *   DIR/agnews/  train.csv (optional), test.csv: AG News CSV rows (class 1-4,
  *                title, description); a text dataset, see "text" below
+ * and "pfllib:DIR" is a folder PFLlib's generators wrote, clients and all
+ * (see "PFLlib folders" below).
  *
  * Every loader fails with a message naming the file and the problem
  * ("mnist: train-images-idx3-ubyte: expected magic 2051, got 0"). */
@@ -45,13 +47,18 @@ typedef struct {
                            * that keep the files' split (dirc, cfr) need it */
     char provenance[200]; /* what the files are, when pfl knows them (pfl_known_files), else "" */
     char warning[400];    /* a known file that differs from its official copy, else "" */
+    float *features;      /* n x (c*h*w) floats gathered as they are (a PFLlib folder's x), else NULL */
+    int own_clients;      /* a PFLlib folder: its clients, whose samples lie client after client, each its
+                           * train samples then its test samples (the partition "pfllib"); else 0 */
+    int *own_counts;      /* own_clients x 2: each client's train count, then its test count */
 } pfl_dataset;
 
 /* Names accepted by pfl_dataset_load, for --help and error messages. */
 extern const char *const pfl_dataset_names;
 
 /* Loads dataset `name` (see pfl_dataset_names) from data_dir, train
- * files first then test files. Returns 0, or -1 with a message. */
+ * files first then test files; "pfllib:DIR" reads the PFLlib folder DIR
+ * (below; data_dir does not apply). Returns 0, or -1 with a message. */
 int pfl_dataset_load(pfl_dataset *d, const char *name, const char *data_dir);
 void pfl_dataset_free(pfl_dataset *d);
 
@@ -148,6 +155,8 @@ struct pfl_text {
     char *pool;           /* the distinct words, NUL-terminated, one after another */
     long long *word_at;   /* num_words: offset of word w in pool */
     int32_t *id_word;     /* vocab_size: the provisional word of each final id (-1: pad, unk, unused) */
+    int given_ids;        /* the ids are final as read (a PFLlib folder): no words, and building the
+                           * vocabulary only checks that every id is below its size */
 };
 
 /* Reads DIR/agnews/train.csv when present, then DIR/agnews/test.csv
@@ -167,7 +176,8 @@ void pfl_text_free(pfl_text *t);
 void pfl_text_gather(const pfl_dataset *d, const int *idx, int n, float *x, uint8_t *y);
 
 /* The word of final id `id` ("<pad>", "<unk>", "" for an unused id), or of
- * provisional id `id` before the vocabulary is built. NULL when out of range. */
+ * provisional id `id` before the vocabulary is built; "" for every id of a
+ * PFLlib folder (its words are not in it). NULL when out of range. */
 const char *pfl_text_word(const pfl_dataset *d, int id);
 
 /* ---- partitions ---- */
@@ -179,7 +189,8 @@ typedef enum {
     PFL_PART_ONELABEL, /* FedALP's MNIST/FMNIST split: one class and fixed train/test counts per client */
     PFL_PART_CFR,      /* pFedCFR's split: Ditto's generator, labels (client + t) mod classes, lognormal sizes */
     PFL_PART_SHARDS,   /* FedAvg's shards (McMahan et al.): sorted by label, K equal shards per client */
-    PFL_PART_DIRC      /* FedALP's CIFAR-10 split (Fraboni et al.): each client's class mix drawn from Dir(A) */
+    PFL_PART_DIRC,     /* FedALP's CIFAR-10 split (Fraboni et al.): each client's class mix drawn from Dir(A) */
+    PFL_PART_PFLLIB    /* a PFLlib folder's own clients, as its files hold them (the only scheme for one) */
 } pfl_partition_kind;
 
 /* The accepted --partition forms, for flag help. */
@@ -203,6 +214,11 @@ typedef struct {
  * "onelabel:TRAIN/TEST", "cfr", "cfr:K", "shards", "shards:K", "dirc",
  * "dirc:A" and fills defaults. */
 int pfl_partition_parse(pfl_partition_spec *spec, const char *text);
+
+/* The --partition a run on `data` takes: "pfllib" (the folder's own
+ * clients) for a PFLlib folder (--data pfllib:DIR) where the default "pat"
+ * stands, else `partition` as given. */
+const char *pfl_partition_resolve(const char *data, const char *partition);
 
 /* One line saying what the scheme does with this dataset and client count
  * (shard sizes, size tiers, ...), for `pfl partition`. Returns buf. */
@@ -238,9 +254,89 @@ int pfl_partition_make(pfl_partition *p, const pfl_dataset *d, const pfl_partiti
 void pfl_partition_free(pfl_partition *p);
 
 /* Text: builds the vocabulary of a text dataset from the training splits of p's
- * clients (see above) and rewrites every sample's tokens to its ids.
+ * clients (see above) and rewrites every sample's tokens to its ids; for a
+ * PFLlib folder's final ids (given_ids), checks that each is below vocab_size.
  * vocab_size counts <pad> and <unk>: 2 < vocab_size <= PFL_TEXT_MAX_VOCAB.
  * Fails on an image dataset or when the vocabulary is already built. */
 int pfl_text_build_vocab(pfl_dataset *d, const pfl_partition *p, int vocab_size);
+
+/* ---- PFLlib folders (pfllib.c reads and writes them; npz.c, pickle.c read a client's file) ----
+ *
+ * A PFLlib generator (dataset/generate_*.py) writes DIR/config.json
+ * (num_clients, num_classes, the partition, per-client label counts) and,
+ * for each client i < num_clients, DIR/train/<i>.npz and DIR/test/<i>.npz:
+ * np.savez_compressed(f, data={'x': X, 'y': Y}), a zip (deflated; np.savez
+ * stores) holding one data.npy whose header says a 0-d object array
+ * ('descr': '|O', 'shape': ()): a Python pickle of numpy's reconstruction
+ * of that dict. That pickle is read by a strict machine that executes
+ * nothing: it knows the opcodes numpy's pickles of this shape use (protocol
+ * 2 to 4) and three globals, numpy's _reconstruct (numpy.core.multiarray, or
+ * numpy._core.multiarray as NumPy 2 writes it), ndarray and dtype; any other
+ * opcode or global is refused in one line. Arrays are C order, little-endian
+ * float32, float64, int64, int32 or uint8; object arrays hold PFLlib's text
+ * rows only. Every length is checked against the bytes there before
+ * anything is allocated, and the machine grows only with the opcodes it
+ * reads, so memory stays within a fixed multiple of the file.
+ *
+ * What the samples become:
+ *   images  x float32 N x C x H x W (N x H x W: one channel; N x F: 1 x 1 x F),
+ *           already normalized by PFLlib's transforms, kept as floats and
+ *           gathered as they are (float64 rounded to float32 and integer
+ *           pixels taken as their values, as torch.Tensor(x).float() does)
+ *   text    x an object array of N rows (token list, length) (AG News), or
+ *           an integer N x L array (Shakespeare): token ids < 2^24 that are
+ *           final (text.given_ids; PFLlib's vocabulary, <pad> 0 as pfl's)
+ *   labels  y integers in [0, num_classes), num_classes <= 256; a config.json
+ *           without num_classes (older PFLlib) gets the largest label + 1
+ * The dataset keeps PFLlib's client order, each client's train samples then
+ * its test samples (own_clients, own_counts); the partition "pfllib" is
+ * exactly those clients, and every other scheme is refused for it. */
+
+/* A numeric array of a client's file: count elements of `type`,
+ * little-endian, C order, at data (unaligned: read with memcpy). */
+typedef enum { PFL_NPY_F4, PFL_NPY_F8, PFL_NPY_I8, PFL_NPY_I4, PFL_NPY_U1 } pfl_npy_type;
+#define PFL_NPY_MAX_DIMS 4
+typedef struct {
+    pfl_npy_type type;
+    int ndim;                          /* 1..PFL_NPY_MAX_DIMS */
+    long long shape[PFL_NPY_MAX_DIMS];
+    long long count;                   /* the product of shape */
+    const uint8_t *data;
+} pfl_npy_array;
+
+/* One client's file: y, and either x (a numeric array) or text rows. */
+typedef struct {
+    pfl_npy_array x, y;   /* x.ndim 0 when x held text rows */
+    long long rows, row_len; /* text rows: each row_len token ids (PFLlib pads them to one length) */
+    int64_t *tokens;      /* rows x row_len, as the file holds them */
+    int64_t *lengths;     /* rows: the length each row names */
+    void *owned;          /* the file's bytes, which x and y point into */
+} pfl_npz_xy;
+
+/* Reads one client's file (train/<i>.npz). On failure out is empty and the
+ * message is "WHAT: PATH: FIELD: problem" (FIELD: the zip, data.npy, the
+ * pickle, x, y). */
+int pfl_npz_read_xy(const char *path, const char *what, pfl_npz_xy *out);
+void pfl_npz_xy_free(pfl_npz_xy *xy);
+
+/* Loader behind pfl_dataset_load("pfllib:DIR") (exposed for tests):
+ * config.json, then each client's train and test file. Every refusal is
+ * one line naming the file and the field ("pfllib: DIR/train/3.npz: y: label
+ * 12 at sample 40 is outside num_classes 10 (config.json)"). */
+int pfl_pfllib_load(pfl_dataset *d, const char *dir);
+
+/* Writes p's clients of d as a PFLlib folder DIR (created; refused when it
+ * exists and is not empty): config.json with PFLlib's keys (num_clients,
+ * num_classes, non_iid, balance, partition, "Size of samples for labels in
+ * clients", alpha, batch_size) and `about` (how pfl made the split), and
+ * each client's train/<i>.npz and test/<i>.npz as np.savez_compressed
+ * writes them (deflated zip, numpy's protocol-3 pickle), with x as pfl
+ * gathers the samples: float32 N x C x H x W images, or, for text (its
+ * vocabulary built), rows (token list, length) of max_len ids. The folder
+ * is written beside DIR and renamed into place: a failure leaves nothing.
+ * `partition` is the scheme's text (config.json's partition); alpha is
+ * written for dir/dirc. 0, or -1 with a message naming the file. */
+int pfl_pfllib_export(const pfl_dataset *d, const pfl_partition *p, const char *partition, double alpha,
+                      const char *about, const char *dir);
 
 #endif

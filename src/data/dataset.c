@@ -12,7 +12,8 @@
 #include "data/data.h"
 #include "util/err.h"
 
-const char *const pfl_dataset_names = "mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews";
+const char *const pfl_dataset_names =
+    "mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews, pfllib:DIR (a PFLlib folder)";
 
 #define FETCH_HINT "run scripts/fetch-data.sh or pass --data-dir"
 
@@ -210,6 +211,12 @@ int pfl_dataset_load(pfl_dataset *d, const char *name, const char *data_dir) {
     if (!data_dir || !*data_dir) data_dir = "data"; /* fetch-data.sh's default */
     int rc;
     if (!name) name = "";
+    if (strncmp(name, "pfllib:", 7) == 0) { /* its own name: the folder's */
+        if (!name[7]) return pfl_err("--data pfllib:DIR: no folder given");
+        if (pfl_pfllib_load(d, name + 7) == 0) return 0;
+        memset(d, 0, sizeof *d);
+        return -1;
+    }
     if (strcmp(name, "mnist") == 0 || strcmp(name, "fmnist") == 0)
         rc = load_idx_dataset(d, data_dir, name);
     else if (strcmp(name, "cifar10") == 0)
@@ -236,6 +243,8 @@ void pfl_dataset_free(pfl_dataset *d) {
     if (!d) return;
     free(d->pixels);
     free(d->labels);
+    free(d->features);
+    free(d->own_counts);
     pfl_text_free(d->text);
     memset(d, 0, sizeof *d);
 }
@@ -246,6 +255,13 @@ void pfl_dataset_gather(const pfl_dataset *d, const int *idx, int n, float *x, u
         return;
     }
     const long s = pfl_dataset_sample_size(d);
+    if (d->features) { /* a PFLlib folder's samples, normalized by its generator already */
+        for (int i = 0; i < n; i++) {
+            memcpy(x + (size_t)i * (size_t)s, d->features + (size_t)idx[i] * (size_t)s, sizeof(float) * (size_t)s);
+            if (y) y[i] = d->labels[idx[i]];
+        }
+        return;
+    }
     for (int i = 0; i < n; i++) {
         const uint8_t *src = d->pixels + (size_t)idx[i] * (size_t)s;
         float *dst = x + (size_t)i * (size_t)s;

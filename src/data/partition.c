@@ -20,6 +20,7 @@
  *    cfr starts a class over when it runs out), so these allocate their own
  *    storage, sized by what they drew. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,14 +30,15 @@
 #include "util/rng.h"
 
 const char *const pfl_partition_forms =
-    "iid | pat[:K] | dir[:A[:MIN]] | onelabel[:TRAIN/TEST] | shards[:K] | dirc[:A] | cfr[:K]";
+    "iid | pat[:K] | dir[:A[:MIN]] | onelabel[:TRAIN/TEST] | shards[:K] | dirc[:A] | cfr[:K] | pfllib";
 
 #define ACCEPTED_FORMS                                                                                         \
     "iid, pat, pat:K (K >= 1 classes per client), dir, dir:A or dir:A:MIN (per-class Dirichlet alpha A > 0, at "  \
     "least MIN >= 2 samples per client, default 40), onelabel or onelabel:TRAIN/TEST (one class per client, "      \
     "TRAIN and TEST samples each, default 500/100), shards or shards:K (K >= 1 label-sorted shards per client, "   \
     "default 2), dirc or dirc:A (per-client Dirichlet class mix, alpha A > 0, default 0.1), cfr or cfr:K "         \
-    "(pFedCFR/Ditto: K labels per client, default 5, lognormal sizes)"
+    "(pFedCFR/Ditto: K labels per client, default 5, lognormal sizes), pfllib (the clients of --data pfllib:DIR, "  \
+    "as its files hold them)"
 
 /* ---- parsing ---- */
 
@@ -101,6 +103,7 @@ int pfl_partition_parse(pfl_partition_spec *spec, const char *text) {
     spec_defaults(spec);
     if (!text) return parse_error("");
     if (strcmp(text, "iid") == 0) return 0;
+    if (strcmp(text, "pfllib") == 0) return spec->kind = PFL_PART_PFLLIB, 0;
     const char *a, *end;
     char *e;
     if ((a = scheme_args(text, "pat")))
@@ -136,6 +139,11 @@ int pfl_partition_parse(pfl_partition_spec *spec, const char *text) {
     return parse_error(text);
 }
 
+const char *pfl_partition_resolve(const char *data, const char *partition) {
+    const bool folder = data && !strncmp(data, "pfllib:", 7);
+    return folder && partition && !strcmp(partition, "pat") ? "pfllib" : partition;
+}
+
 /* The spec as the user wrote it, for messages ("--partition dir:0.01: ..."). */
 static const char *spec_text(const pfl_partition_spec *spec, char *buf, size_t size) {
     if (spec->kind == PFL_PART_PAT)
@@ -152,6 +160,8 @@ static const char *spec_text(const pfl_partition_spec *spec, char *buf, size_t s
         snprintf(buf, size, "dir:%g", spec->alpha);
     else if (spec->kind == PFL_PART_ONELABEL)
         snprintf(buf, size, "onelabel:%d/%d", spec->train_per_client, spec->test_per_client);
+    else if (spec->kind == PFL_PART_PFLLIB)
+        snprintf(buf, size, "pfllib");
     else
         snprintf(buf, size, "iid");
     return buf;
@@ -860,9 +870,47 @@ static int partition_view(const pfl_dataset *d, const pfl_partition_spec *spec, 
     return 0;
 }
 
+/* ---- pfllib: a PFLlib folder's own clients ---- */
+
+/* The clients as the folder's files hold them: the samples lie client after
+ * client, each its train samples then its test samples (data.h). Nothing is
+ * drawn, and no other scheme may re-split them. */
+static int make_own(pfl_partition *p, const pfl_dataset *d, const pfl_partition_spec *spec, int nc) {
+    char buf[32];
+    if (spec->kind != PFL_PART_PFLLIB)
+        return pfl_err("--partition %s: the data is a PFLlib folder, split over its clients already (--partition "
+                       "pfllib, the default for it)",
+                       spec_text(spec, buf, sizeof buf));
+    if (!d->own_clients)
+        return pfl_err("--partition pfllib: takes the clients of a PFLlib folder (--data pfllib:DIR); %s has none",
+                       d->name);
+    if (spec->holdout)
+        return pfl_err("--public: every sample of a PFLlib folder belongs to a client; none can be held out");
+    if (nc != d->own_clients)
+        return pfl_err("--clients %d: the PFLlib folder holds %d clients (num_clients in its config.json); pass "
+                       "--clients %d",
+                       nc, d->own_clients, d->own_clients);
+    p->storage = pfl_malloc(sizeof *p->storage * (size_t)d->n);
+    p->clients = pfl_calloc((size_t)nc, sizeof *p->clients);
+    if (!p->storage || !p->clients) return -1;
+    p->num_clients = nc;
+    for (int i = 0; i < d->n; i++) p->storage[i] = i;
+    for (int j = 0, at = 0; j < nc; j++) {
+        const int n_train = d->own_counts[2 * j], n_test = d->own_counts[2 * j + 1];
+        p->clients[j] = (pfl_client_data){n_train, n_test, p->storage + at, p->storage + at + n_train};
+        at += n_train + n_test;
+    }
+    return 0;
+}
+
 int pfl_partition_make(pfl_partition *p, const pfl_dataset *d, const pfl_partition_spec *spec, int num_clients,
                        uint64_t seed) {
     memset(p, 0, sizeof *p);
+    if (d && (d->own_clients || spec->kind == PFL_PART_PFLLIB)) {
+        if (make_own(p, d, spec, num_clients) == 0) return 0;
+        pfl_partition_free(p);
+        return -1;
+    }
     pfl_dataset view = {0};
     if (partition_view(d, spec, &view) || check_args(&view, spec, num_clients) < 0) return -1;
     int *sizes = pfl_malloc(sizeof *sizes * (size_t)num_clients);
@@ -941,6 +989,10 @@ const char *pfl_partition_describe(const pfl_partition_spec *spec, const pfl_dat
     }
     case PFL_PART_DIRC:
         describe_dirc(d, spec->alpha, nc, buf, size, len);
+        break;
+    case PFL_PART_PFLLIB:
+        snprintf(buf + len, size - (size_t)len, "the PFLlib folder's own %d clients, train and test as its files "
+                 "hold them", d->own_clients);
         break;
     case PFL_PART_CFR:
         snprintf(buf + len, size - (size_t)len,

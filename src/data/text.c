@@ -343,6 +343,21 @@ static int by_count_then_word(const void *pa, const void *pb) {
     return strcmp(a->word, b->word);
 }
 
+/* Ids a PFLlib folder gave: they are final, and must fit the vocabulary. */
+static int check_given_ids(pfl_dataset *d, int vocab_size) {
+    pfl_text *t = d->text;
+    int32_t largest = 0;
+    for (long long j = 0; j < t->offsets[d->n]; j++)
+        if (t->tokens[j] > largest) largest = t->tokens[j];
+    if (largest >= vocab_size)
+        return pfl_err("%s: token id %d is outside a vocabulary of %d ids (the folder's ids are PFLlib's: give "
+                       "--model fasttext:%d or more)",
+                       d->name, largest, vocab_size, largest + 1);
+    t->vocab_size = vocab_size;
+    t->num_words = largest + 1;
+    return 0;
+}
+
 int pfl_text_build_vocab(pfl_dataset *d, const pfl_partition *p, int vocab_size) {
     pfl_text *t = d->text;
     if (!t) return pfl_err("%s: not a text dataset, it has no vocabulary", d->name);
@@ -350,6 +365,7 @@ int pfl_text_build_vocab(pfl_dataset *d, const pfl_partition *p, int vocab_size)
     if (vocab_size <= 2 || vocab_size > PFL_TEXT_MAX_VOCAB)
         return pfl_err("vocabulary size %d: expected 3 to %d (ids 0 and 1 are <pad> and <unk>)", vocab_size,
                        PFL_TEXT_MAX_VOCAB);
+    if (t->given_ids) return check_given_ids(d, vocab_size);
     long long *count = pfl_calloc((size_t)t->num_words + 1, sizeof *count);
     word_count *order = pfl_malloc(((size_t)t->num_words + 1) * sizeof *order);
     int32_t *map = pfl_malloc(((size_t)t->num_words + 1) * sizeof *map);
@@ -386,6 +402,7 @@ int pfl_text_build_vocab(pfl_dataset *d, const pfl_partition *p, int vocab_size)
 const char *pfl_text_word(const pfl_dataset *d, int id) {
     const pfl_text *t = d->text;
     if (!t || id < 0) return NULL;
+    if (t->given_ids) return id < (t->vocab_size ? t->vocab_size : PFL_TEXT_MAX_VOCAB) ? "" : NULL; /* no words */
     if (!t->vocab_size) return id < t->num_words ? word_of(t, id) : NULL;
     if (id >= t->vocab_size) return NULL;
     if (id == PFL_TEXT_PAD) return "<pad>";

@@ -66,6 +66,19 @@ static int worker_init(pfl_worker *w, int id, const pfl_fl *fl) {
     return 0;
 }
 
+/* A device backend's refusal (backend.h): a worker's executor was asked for
+ * work it cannot do (a step with host-side parts, host memory), and the run
+ * stops with one line naming the method and what. */
+static int device_refusal(const pfl_fl *fl) {
+    for (int i = 0; i < fl->num_workers; i++) {
+        const pfl_exec *x = fl->workers[i].exec;
+        const char *why = x ? pfl_exec_refusal(x) : NULL;
+        if (why) return pfl_err("--device %s: %s cannot run there (%s); run it with --device cpu", x->be->name,
+                                fl->algo->name, why);
+    }
+    return 0;
+}
+
 /* ---- setup ---- */
 
 static int check_config(const pfl_config *cfg, const pfl_model *model, const pfl_dataset *data,
@@ -633,7 +646,7 @@ static int train_round(pfl_fl *fl, int r, round_buffers *b, pfl_round_metrics *m
     memset(b->records, 0, sizeof *b->records * (size_t)n);
     train_clients(fl, b->selected, b->order, order_by_work(fl, b->selected, b->order), b->uploads, b->records);
     if (pfl_fl_store_failed(fl) || /* a client's state found no room */
-        pfl_round_exchange(fl, n, b->uploads, b->records, b->all))
+        device_refusal(fl) || pfl_round_exchange(fl, n, b->uploads, b->records, b->all))
         return -1;
     /* no upload arrived: the global model stays as it is */
     if (n > 0 && pfl_round_aggregate(fl, b->selected, n, b->uploads)) return -1;
@@ -657,7 +670,7 @@ int pfl_fl_run_with(pfl_fl *fl, pfl_round_callback cb, pfl_after_round after, vo
     if (!fl->resumed) { /* a fresh run; after pfl_fl_load, rounds 1..fl->round are done */
         fl->round = 0, fl->train_seconds = 0.0, fl->train_samples = 0;
         double t0 = now_seconds();
-        if (broadcast(fl) || pfl_fl_evaluate(fl, &m)) goto done;
+        if (broadcast(fl) || pfl_fl_evaluate(fl, &m) || device_refusal(fl)) goto done;
         if (fl->cfg.rounds == 0 && (pfl_fl_personal_digest(fl, fl->personal_sha256) || pfl_fl_sum_ala_start(fl)))
             goto done;
         m.round = 0, m.train_loss = NAN, m.eval_seconds = now_seconds() - t0, m.evaluated = true;
@@ -676,7 +689,7 @@ int pfl_fl_run_with(pfl_fl *fl, pfl_round_callback cb, pfl_after_round after, vo
             m.local_acc = m.local_acc_mean = m.local_acc_std = m.local_acc_joined = m.global_acc = NAN;
         } else {
             pfl_round_metrics training = m;
-            if (pfl_fl_evaluate(fl, &m)) goto done;
+            if (pfl_fl_evaluate(fl, &m) || device_refusal(fl)) goto done;
             if (r == fl->cfg.rounds && (pfl_fl_personal_digest(fl, fl->personal_sha256) || pfl_fl_sum_ala_start(fl)))
                 goto done;
             /* the evaluation's accuracies with the round's training figures */

@@ -187,6 +187,10 @@ void pfl_default_aggregate(pfl_fl *fl, const int *clients, int n, float *const *
  * parameter). */
 void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
                                uint64_t *up);
+/* The same as if the server read only the shared layers of the uploads
+ * (whole_uploads aside): for a method that gathers the uploads under MPI but
+ * whose clients send only what the run shares. */
+void pfl_shared_message_bytes(const pfl_fl *fl, const uint8_t *sent, uint64_t *down, uint64_t *up);
 
 /* ---- BatchNorm state (--bn) ---- */
 

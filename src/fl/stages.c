@@ -16,9 +16,7 @@ void pfl_default_upload(pfl_fl *fl, int client, const float *model, float *uploa
     memcpy(upload, model, pfl_model_vector_len(fl->model) * sizeof(float));
 }
 
-void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
-                               uint64_t *up) {
-    (void)client, (void)upload;
+void pfl_shared_message_bytes(const pfl_fl *fl, const uint8_t *sent, uint64_t *down, uint64_t *up) {
     const pfl_model *m = fl->model;
     uint64_t params = 0, state = 0, sent_params = 0;
     for (int l = 0; l < pfl_model_rows(m); l++) { /* extra blocks too */
@@ -30,9 +28,14 @@ void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent
             for (size_t j = 0; j < ly->length; j++) sent_params += sent[ly->offset + j] != 0;
     }
     *down = 4 * (params + state);
-    if (fl->algo->whole_uploads) *up = 4 * (uint64_t)pfl_model_vector_len(m);
-    else if (sent) *up = 4 * (sent_params + state) + (params + 7) / 8;
-    else *up = *down;
+    *up = sent ? 4 * (sent_params + state) + (params + 7) / 8 : *down;
+}
+
+void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload, uint64_t *down,
+                               uint64_t *up) {
+    (void)client, (void)upload;
+    pfl_shared_message_bytes(fl, sent, down, up);
+    if (fl->algo->whole_uploads) *up = 4 * (uint64_t)pfl_model_vector_len(fl->model);
 }
 
 /* ---- aggregation ----

@@ -4,6 +4,7 @@
 #include "fl/step.h"
 
 #include <math.h> /* FedTSDP: pow */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -355,6 +356,14 @@ void pfl_step_run(pfl_fl *fl, int client, pfl_worker *w, float *model, const pfl
     const int *samples = s->samples ? s->samples : cd->train, n_samples = s->samples ? s->n_samples : cd->n_train;
     const pfl_model *m = fl->model;
     step_run r = {.fl = fl, .w = w, .x = w->exec, .s = s};
+    /* a device backend cannot run host-side parts: the round loop stops the run with the reason */
+    const char *host_part = pfl_exec_on_device(r.x) ? pfl_step_host_part(s) : NULL;
+    if (host_part) {
+        char why[160];
+        snprintf(why, sizeof why, "its step has a host-side part: %s", host_part);
+        pfl_exec_refuse(r.x, why);
+        return;
+    }
     r.lowest = lowest_trained_layer(m, s->opt.frozen);
     if (r.lowest >= m->num_layers && !s->own) return; /* everything frozen */
     const int batch = step_batch(fl, s), min_batch = step_min_batch(s);

@@ -16,7 +16,9 @@
  * it with `own` and gets each batch with the executor. Everything runs
  * through the worker's executor (src/backend), so a method never names a
  * backend; the parts a device backend cannot run (host callbacks: custom
- * terms, blocks, owned batches) are what pfl_step_device_ok reports.
+ * terms, blocks, owned batches) are what pfl_step_host_part names, and a
+ * device executor refuses such a step (pfl_exec_refuse): the round loop
+ * then stops the run with one line.
  *
  * The fast paths are chosen from what is declared: the step fused into the
  * backward pass when the loss is the cross-entropy alone and the optimizer

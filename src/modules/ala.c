@@ -79,7 +79,12 @@ static double learn_epoch(pfl_ala_client *c, const pfl_ala_config *cfg, const pf
     const int end = m->num_layers - cfg->private_layers < 0 ? 0 : m->num_layers - cfg->private_layers;
     const int first_top = end - cfg->p < 0 ? 0 : end - cfg->p;
     pfl_exec *x = buf->exec;
-    const float *grads = pfl_exec_host(buf->grads);
+    /* The weight step runs on the host: on a device the window's gradient
+     * comes down and the mixed window goes up each batch (a few thousand
+     * floats); on the CPU both are the buffers themselves. */
+    const bool device = pfl_exec_on_device(x);
+    float *window_grad = device ? pfl_malloc(sizeof(float) * (length ? length : 1)) : NULL;
+    if (device && !window_grad) return 0.0;
     pfl_xbuf temp = pfl_exec_view(x, buf->temp, pfl_model_vector_len(m), true);
     for (int start = 0; start < n; start += cfg->batch) {
         int B = n - start < cfg->batch ? n - start : cfg->batch;
@@ -94,11 +99,15 @@ static double learn_epoch(pfl_ala_client *c, const pfl_ala_config *cfg, const pf
         loss_sum += loss;
         if (B == cfg->batch || start == 0) *last_full = loss;
         pfl_exec_backward(x, &temp, buf->grads, first_top, 1.0f, NULL, 0);
-        pfl_ala_weight_step(c->weights, grads + offset, global + offset, local + offset, cfg->eta, length);
+        if (device) pfl_exec_read(x, buf->grads, offset, window_grad, length);
+        const float *grad = device ? window_grad : pfl_exec_host(buf->grads) + offset;
+        pfl_ala_weight_step(c->weights, grad, global + offset, local + offset, cfg->eta, length);
         mix(buf->temp + offset, local + offset, global + offset, c->weights, length);
+        pfl_exec_write(x, &temp, offset, buf->temp + offset, length); /* the CPU's is that memory: no copy */
         batches++;
     }
     pfl_exec_unview(x, &temp);
+    free(window_grad);
     return batches ? loss_sum / batches : 0.0;
 }
 

@@ -64,6 +64,7 @@ typedef struct {
     bool tsdp_noise_singletons; /* each DBSCAN noise client a cluster alone (default: a run's noise one group) */
     /* methods that change the model: FedBABU, APFL, FedCP, GPFL */
     int fine_tune_epochs;   /* fedbabu: whole-model fine-tuning epochs of the personalized model */
+    const char *fine_tune_at; /* fedbabu: "last" (NULL: after the last round) | "every" (at every evaluation) */
     float apfl_alpha;       /* apfl: initial mixing weight of the local model */
     float fedcp_lambda;     /* fedcp: weight of the MMD between the trained and the received features */
     float gpfl_lambda;      /* gpfl: weight of the magnitude-level guidance ||f_G - e_y|| */
@@ -98,6 +99,9 @@ typedef struct {
     const char *lc_counts;   /* fedlc: n_y over every client's training labels (global) or the client's (local) */
     float ntd_beta;          /* fedntd: beta, the weight of the not-true distillation */
     float ntd_tau;           /* fedntd: tau, its softmax temperature */
+    /* apple, apfl, fedphp, perfedavg: where the method's paper and its reference code (PFLlib) disagree, which
+     * one to follow: "pfllib" (NULL: the default) | "paper" (pfl_reading_paper, docs/algorithms.md) */
+    const char *reading;
     /* PFLlib's personalized methods: FML, FedKD, FedDBE, FedMTL */
     float fml_alpha;        /* fml: weight of the personal model's cross-entropy (1 - alpha: its KL term) */
     float fml_beta;         /* fml: weight of the meme model's cross-entropy (1 - beta: its KL term) */
@@ -110,6 +114,15 @@ typedef struct {
     float dbe_momentum;     /* feddbe: momentum of the representation's running mean */
     float dbe_klw;          /* feddbe: weight of the mean regularization */
     bool mtl_reg_grad;      /* fedmtl: the regularizer's gradient reaches the model (PFLlib: none) */
+    /* PFLlib's personalized methods: FedCAC, FedAS, PFL-DA, FedGC */
+    double cac_tau;         /* fedcac: tau, the fraction of each tensor's parameters marked critical */
+    int cac_beta;           /* fedcac: beta, rounds over which the collaboration threshold reaches the largest overlap */
+    const char *cac_round1; /* fedcac: where the critical parameters come from after round 1: initial | customized */
+    float as_align_lr;      /* fedas: learning rate of the parameter alignment of the received extractor */
+    int as_align_epochs;    /* fedas: epochs of that alignment */
+    float da_lambda;        /* pfl-da: lambda, weight of ||global head - personal head|| in the head's loss */
+    bool da_reg_grad;       /* pfl-da: that term has a gradient (PFLlib's is computed from .data: none) */
+    float gc_lambda;        /* fedgc: the server's classifier correction steps at lr x this */
 } pfl_algo_params;
 
 /* Modules any algorithm can switch on (DESIGN.md §2): FedALA's adaptive local

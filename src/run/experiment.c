@@ -32,14 +32,18 @@ int pfl_run_load_partitioned(const char *data_name, const char *data_dir, const 
                              pfl_dataset *d, pfl_partition *p) {
     const pfl_run_options quiet = {.quiet = true};
     if (!o) o = &quiet;
+    partition = pfl_partition_resolve(data_name, partition); /* a PFLlib folder's own clients */
     pfl_partition_spec spec;
     if (pfl_partition_parse(&spec, partition)) return -1;
+    if (spec.kind == PFL_PART_PFLLIB && strncmp(data_name, "pfllib:", 7)) /* before minutes of loading */
+        return pfl_err("--partition pfllib: takes the clients of a PFLlib folder (--data pfllib:DIR), not --data %s",
+                       data_name);
     spec.train_fraction = train_fraction, spec.holdout = holdout;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (pfl_dataset_load(d, data_name, data_dir)) return -1;
-    pfl_run_say(o, "[pfl] loaded %s from %s: %d samples, %dx%dx%d, %d classes (%.1f s)", d->name, data_dir, d->n, d->c,
-            d->h, d->w, d->classes, seconds_since(&t0));
+    pfl_run_say(o, "[pfl] loaded %s from %s: %d samples, %dx%dx%d, %d classes (%.1f s)", d->name,
+            d->own_clients ? data_name + 7 : data_dir, d->n, d->c, d->h, d->w, d->classes, seconds_since(&t0));
     if (d->provenance[0]) pfl_run_say(o, "[pfl] %s: %s", d->name, d->provenance);
     if (d->warning[0]) fprintf(stderr, "[pfl] warning: %s\n", d->warning); /* quiet or not: results may differ */
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -76,6 +80,11 @@ static int public_count(const pfl_run_options *o) {
 static int build_vocabulary(pfl_dataset *data, const pfl_partition *part, const pfl_model *model,
                             const pfl_run_options *o) {
     if (pfl_text_build_vocab(data, part, pfl_model_vocab(model))) return -1;
+    if (data->text->given_ids) { /* a PFLlib folder: its ids are final */
+        pfl_run_say(o, "[pfl] token ids as the folder holds them: the largest %d, within the model's %d",
+                    data->text->num_words - 1, data->text->vocab_size);
+        return 0;
+    }
     pfl_run_say(o,
             "[pfl] vocabulary: %d ids (<pad> 0, <unk> 1, %d words of the %d distinct ones) from the training "
             "clients' text",
@@ -126,6 +135,15 @@ static void say_blas(const pfl_run_options *o) {
             pfl_blas_threads() == 1 ? "" : "s", o->cfg.threads, o->cfg.threads == 1 ? "" : "s");
 }
 
+/* A GPU run says which GPU and which CUDA (the CPU's line is the BLAS one). */
+static void say_device(const pfl_run_options *o) {
+    const pfl_backend *be = o->cfg.backend;
+    if (o->quiet || !be || !be->describe) return;
+    char what[320];
+    be->describe(what, sizeof what);
+    pfl_run_say(o, "[pfl] device: %s, %s, TF32 %s", be->name, what, pfl_backend_tf32() ? "on (--tf32)" : "off");
+}
+
 /* The model, saying why an image model cannot read text. */
 static int build_model(pfl_model *model, const pfl_run_options *o, const pfl_dataset *data) {
     if (!pfl_model_build(model, o->model, data->c, data->h, data->w, data->classes)) return 0;
@@ -162,6 +180,7 @@ static int run_experiment(pfl_run_options *o, const pfl_algo *algo, pfl_ckpt_rea
      * (resuming touches the outputs only once the checkpoint has loaded). */
     if (o->out && !resume && !(report.metrics = pfl_run_open_metrics(o->out))) goto done;
     if (o->checkpoint_every > 0 && o->out && !resume && pfl_run_write_start_checkpoint(&report)) goto done;
+    say_device(o);
     say_blas(o);
     if ((report.holdout = public_count(o)) < 0) goto done;
     if (pfl_run_load_partitioned(o->data, o->data_dir, o->partition, o->cfg.clients, o->cfg.seed, o->train_fraction,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "algos/algos.h"
+#include "backend/backend.h"
 #include "nn/layer_units.h"
 #include "nn/model.h"
 #include "run/run.h"
@@ -20,12 +21,14 @@ const pfl_param pfl_run_params[] = {
     {RUN_PARAM(STRING, "algo", algo), .alias = "algo", .def_text = "fedavg", .metavar = "NAME",
      .help = "method (the list below)"},
     {RUN_PARAM(STRING, "data", data), .alias = "data", .def_text = "mnist", .metavar = "NAME",
-     .help = "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews"},
+     .help = "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews, or "
+             "pfllib:DIR (a folder PFLlib's generators wrote, dataset/<NAME>: its clients as its files hold them)"},
     {RUN_PARAM(STRING, "model", model), .alias = "m", .def_text = "cnn", .metavar = "NAME",
      .help = "model: cnn, dnn, mlp, mnist-cnn, cifar-cnn, tsdp-cnn, resnet18, resnet18-cifar, alexnet, "
              "fasttext[:VOCAB[:DIM]] (pfl model --model NAME prints its layers)"},
     {RUN_PARAM(STRING, "partition", partition), .def_text = "pat", .metavar = "P",
-     .help = "iid | pat[:K] | dir[:A[:MIN]] | onelabel[:TRAIN/TEST] | shards[:K] | dirc[:A] | cfr[:K] (see README)"},
+     .help = "iid | pat[:K] | dir[:A[:MIN]] | onelabel[:TRAIN/TEST] | shards[:K] | dirc[:A] | cfr[:K] (see README); "
+             "pfllib, the only one for --data pfllib:DIR and its default"},
     {RUN_PARAM(INT, "clients", cfg.clients), .alias = "nc", .def = 20, .min = 1, .max = 1e7, .metavar = "N",
      .help = "number of clients"},
     {RUN_PARAM(DOUBLE, "join", cfg.join), .alias = "jr", .def = 1.0, .min = 0, .max = 1, .min_exclusive = true,
@@ -65,7 +68,8 @@ const pfl_param pfl_run_params[] = {
     {RUN_PARAM(STRING, "bn", bn), .def_text = "auto", .metavar = "MODE",
      .help = "BatchNorm layers (resnet18*): shared (averaged, running statistics too) | local (FedBN: weight, "
              "bias and statistics stay with each client) | stats-local (running statistics stay, as PFLlib) | auto "
-             "(stats-local under ALA or FLAYER's head mix, as their reference code; shared otherwise)"},
+             "(stats-local on a model with BatchNorm, as PFLlib, the reference code of FedALA's and FLAYER's "
+             "tables; shared for the methods whose paper or training says otherwise: fedtsdp, pfedme, cfl, fedalp)"},
     {RUN_PARAM(STRING, "layer-unit", layer_unit), .def_text = "rows", .metavar = "UNIT",
      .help = "what a count given to --ala-p, --head-layers, --cfr-layers, --tsdp-shared-layers counts: rows (pfl's "
              "layer table: a conv, a BatchNorm, a Linear) | tensors (PyTorch's parameters(): pFedCFR's layers) | "
@@ -77,6 +81,12 @@ const pfl_param pfl_run_params[] = {
      .help = "--out DIR may hold another run: remove that run's files (summary.json, metrics.jsonl, checkpoint, "
              "seed-N/) first; without it such a folder is refused"},
     {RUN_PARAM(BOOL, "quiet", quiet), .help = "no progress lines"},
+    {RUN_PARAM(STRING, "device", device), .def_text = "cpu", .metavar = "cpu|cuda",
+     .help = "where clients train and are evaluated: cpu, or cuda (the first NVIDIA GPU; in a pfl built with nvcc "
+             "present; a method whose local work runs on host memory is refused there)"},
+    {RUN_PARAM(BOOL, "tf32", tf32),
+     .help = "--device cuda: float32 matrix products on TF32 tensor cores (faster, about 3 decimal digits; off: "
+             "within float32 rounding of the CPU)"},
     {PFL_ALGO_PARAM(INT, "local-steps", local_steps), .max = 1e7, .metavar = "K",
      .help = "a local epoch is K batches (reshuffled after each pass) instead of one pass, every algorithm "
              "(0: a pass; pFedCFR paper: 10)"},
@@ -455,6 +465,24 @@ int pfl_run_resolve_layers(pfl_run_options *o) {
     return r.failed;
 }
 
+/* The --bn a method sets in its run_defaults (FedTSDP's paper shares a layer whole; pFedMe, CFL and FedALP
+ * train from a model not the client's own), or NULL. */
+static const char *method_bn(const pfl_algo *algo) {
+    for (const char *const *d = algo->run_defaults; d && d[0]; d += 2)
+        if (!strcmp(d[0], "bn")) return d[1];
+    return NULL;
+}
+
+/* --device: the backend, which this machine must be able to run. */
+static int resolve_device(pfl_run_options *o) {
+    const pfl_backend *be = pfl_backend_find(o->device ? o->device : "cpu");
+    if (!be || (be->available && be->available())) return -1;
+    if (o->tf32 && !be->device) return pfl_err("--tf32: only for a GPU (--device cuda)");
+    pfl_backend_set_tf32(o->tf32);
+    o->cfg.backend = be == &pfl_backend_cpu ? NULL : be;
+    return 0;
+}
+
 /* Whether the method sets the default of the run's flag `name` to `value` (pfl_algo.run_defaults). */
 static bool run_default_is(const pfl_algo *algo, const char *name, const char *value) {
     for (const char *const *d = algo->run_defaults; d && d[0]; d += 2)
@@ -464,13 +492,14 @@ static bool run_default_is(const pfl_algo *algo, const char *name, const char *v
 
 int pfl_run_options_finish(pfl_run_options *o) {
     const pfl_algo *algo = pfl_algo_find(o->algo);
-    if (!algo) return -1;
+    if (!algo || resolve_device(o)) return -1;
     pfl_param_blocks b = pfl_run_blocks(o);
     for (int i = 0; i < algo->num_params; i++)
         if (pfl_param_resolve_auto(&algo->params[i], &b, o->model)) return -1;
+    o->partition = pfl_partition_resolve(o->data, o->partition); /* --data pfllib:DIR: its own clients */
     if (o->bn && !strcmp(o->bn, "auto")) {
-        const bool mixes = pfl_run_module_on(o, &pfl_module_ala) || pfl_run_module_on(o, &pfl_module_flayer_agg);
-        o->bn = mixes && pfl_model_has_batchnorm(o->model) ? "stats-local" : "shared";
+        const char *method = method_bn(algo);
+        o->bn = !pfl_model_has_batchnorm(o->model) ? "shared" : method ? method : "stats-local";
     }
     /* a method that is --bn local by definition (FedBN) on a model without
      * BatchNorm has nothing to keep local: FedAvg's shared mode */

@@ -72,19 +72,13 @@ const char *pfl_summary_string(const pfl_run_summary *s, const char *key) {
 
 /* ---- curves ---- */
 
-typedef struct {
-    int n;
-    int *round;
-    double *local, *global;
-} series;
-
 static double number_or_nan(json_t *o, const char *key) {
     json_t *v = json_object_get(o, key);
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
 /* One metrics.jsonl: its rounds and accuracies, as far as whole lines go. */
-static int read_series(series *s, const char *path) {
+int pfl_series_load(pfl_series *s, const char *path) {
     memset(s, 0, sizeof *s);
     FILE *f = fopen(path, "r");
     if (!f) return pfl_err("%s: cannot read", path);
@@ -105,15 +99,18 @@ static int read_series(series *s, const char *path) {
                 int *r = realloc(s->round, sizeof(int) * room);
                 double *l = r ? realloc(s->local, sizeof(double) * room) : NULL;
                 double *g = l ? realloc(s->global, sizeof(double) * room) : NULL;
+                double *t = g ? realloc(s->loss, sizeof(double) * room) : NULL;
                 if (r) s->round = r;
                 if (l) s->local = l;
                 if (g) s->global = g;
-                if (!g) rc = pfl_err("out of memory");
+                if (t) s->loss = t;
+                if (!t) rc = pfl_err("out of memory");
             }
             if (rc == 0) {
                 s->round[s->n] = (int)json_integer_value(round);
                 s->local[s->n] = number_or_nan(j, "local_acc");
                 s->global[s->n] = number_or_nan(j, "global_acc");
+                s->loss[s->n] = number_or_nan(j, "train_loss");
                 s->n++;
             }
         }
@@ -125,8 +122,8 @@ static int read_series(series *s, const char *path) {
     return rc;
 }
 
-static void free_series(series *s) {
-    free(s->round), free(s->local), free(s->global);
+void pfl_series_free(pfl_series *s) {
+    free(s->round), free(s->local), free(s->global), free(s->loss);
     memset(s, 0, sizeof *s);
 }
 
@@ -147,9 +144,7 @@ static int by_seed(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The metrics files of a run folder: DIR/metrics.jsonl, or one per
- * DIR/seed-N/ in seed order. A malloc'd list of *n malloc'd paths. */
-static char **metrics_files(const char *dir, int *n) {
+char **pfl_run_metrics_files(const char *dir, int *n) {
     char path[4200];
     *n = 0;
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
@@ -217,7 +212,7 @@ static int alloc_curve(pfl_curve *c, int n) {
 }
 
 /* The index of `round` in s, or -1. */
-static int find_round(const series *s, int round) {
+static int find_round(const pfl_series *s, int round) {
     for (int i = 0; i < s->n; i++)
         if (s->round[i] == round) return i;
     return -1;
@@ -226,13 +221,13 @@ static int find_round(const series *s, int round) {
 int pfl_curve_load(pfl_curve *c, const char *dir) {
     memset(c, 0, sizeof *c);
     int files_n, rc = -1;
-    char **files = metrics_files(dir, &files_n);
+    char **files = pfl_run_metrics_files(dir, &files_n);
     if (!files) return -1;
-    series *s = pfl_calloc((size_t)files_n, sizeof *s);
+    pfl_series *s = pfl_calloc((size_t)files_n, sizeof *s);
     double *lx = pfl_malloc(sizeof(double) * (size_t)files_n), *gx = pfl_malloc(sizeof(double) * (size_t)files_n);
     if (!s || !lx || !gx) goto done;
     for (int i = 0; i < files_n; i++)
-        if (read_series(&s[i], files[i])) goto done;
+        if (pfl_series_load(&s[i], files[i])) goto done;
     if (alloc_curve(c, s[0].n)) goto done;
     c->seeds = files_n;
     for (int i = 0; i < s[0].n; i++) { /* the rounds of the first seed that every seed has */
@@ -250,7 +245,7 @@ int pfl_curve_load(pfl_curve *c, const char *dir) {
     }
     rc = 0;
 done:
-    for (int i = 0; s && i < files_n; i++) free_series(&s[i]);
+    for (int i = 0; s && i < files_n; i++) pfl_series_free(&s[i]);
     for (int i = 0; i < files_n; i++) free(files[i]);
     free(files), free(s), free(lx), free(gx);
     if (rc) pfl_curve_free(c);

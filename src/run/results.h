@@ -35,6 +35,39 @@ int pfl_summary_rounds(const pfl_run_summary *s);
 /* A string field ("algo"), or NULL. */
 const char *pfl_summary_string(const pfl_run_summary *s, const char *key);
 
+/* One run's evaluations, from its metrics.jsonl as far as whole lines go:
+ * per evaluation its round, local_acc, global_acc and train_loss (NAN
+ * where the line has none). */
+typedef struct {
+    int n;
+    int *round;
+    double *local, *global, *loss;
+} pfl_series;
+int pfl_series_load(pfl_series *s, const char *metrics_path);
+void pfl_series_free(pfl_series *s);
+
+/* The metrics files of a run folder: DIR/metrics.jsonl, or one per
+ * DIR/seed-N/ in seed order. A malloc'd list of *n malloc'd paths, or NULL
+ * with a message. */
+char **pfl_run_metrics_files(const char *dir, int *n);
+
+/* PFLlib's results file (h5.c, with libhdf5): what its servers write with
+ * save_results(), ../results/<dataset>_<algo>_<goal>_<i>.h5 holding three
+ * float64 datasets, one entry per evaluation (round 0 first):
+ *   rs_test_acc    local_acc: correct / test samples over all clients, as
+ *                  PFLlib's evaluate() (personalized models where a method has them)
+ *   rs_train_loss  train_loss: pfl's mean loss of the round's training batches,
+ *                  where PFLlib re-evaluates the loss over every client's
+ *                  training data; NaN for round 0, before any training
+ *   rs_test_auc    NaN: pfl does not compute PFLlib's AUC
+ * A run of several seeds gives one file per seed, in seed order: PATH's
+ * name with _0, _1, ... before .h5, as PFLlib numbers its runs ("times").
+ * Each is written in a scratch folder beside PATH and moved into place
+ * under safe_write.h's rules, several only once all were written: a
+ * failure leaves none of them. 0, or -1 with a
+ * message naming the file (also when pfl was built without libhdf5). */
+int pfl_export_h5(const char *run_dir, const char *path);
+
 /* Accuracy against round, over a run's seeds: the rounds every seed
  * evaluated (round 0 included), with for local_acc and global_acc the mean
  * over seeds, the population std, the least and the largest (NAN where the

@@ -40,6 +40,9 @@ typedef struct {
     int checkpoint_every;   /* 0: no checkpoints */
     int stop_after;         /* tests: stop after this round as a crash would (0: never) */
     bool quiet;             /* no progress lines */
+    const char *device;     /* --device: the backend's name, cpu (the default) or cuda (pfl_run_options_finish
+                             * sets cfg.backend) */
+    bool tf32;              /* --tf32: TF32 matrix products on the GPU */
     const char *seeds;      /* --seeds LIST: run each seed into out/seed-N and summarize them (NULL: one run) */
     bool auto_break;        /* --auto-break: stop when local_acc has not improved for top_cnt evaluations */
     int top_cnt;            /* ... (PFLlib's -ab / -tc) */
@@ -99,9 +102,10 @@ bool pfl_run_args_give(const pfl_algo *algo, int argc, char **argv, const char *
 const pfl_algo *pfl_run_algo(const pfl_run_options *o);
 
 /* Resolves what depends on the method and the model: every "auto"
- * parameter, and --bn auto (stats-local when ALA or FLAYER's head mix is on
- * and the model has BatchNorm, the papers' reference code keeping each
- * client's running statistics; shared otherwise). Returns 0 or -1. */
+ * parameter, and --bn auto (on a model with BatchNorm, stats-local, as
+ * PFLlib, the reference code of FedALA's and FLAYER's tables, keeps each
+ * client's running statistics, or the mode the method's run_defaults name;
+ * shared on a model without). Returns 0 or -1. */
 int pfl_run_options_finish(pfl_run_options *o);
 
 /* True when the module is on in this run (its switch, or the method's bits). */

@@ -40,6 +40,9 @@ cases=(
     # PFLlib's personalized methods: FML's and FedKD's personal models (client store), FedKD's W (its store)
     # and last message size, FedDBE's PRBM (a personal block), FedMTL's copies of the clients' models
     "fml --fml-alpha 0.5 --fml-beta 0.5" "fedkd --join 0.6" "feddbe" "fedmtl --mtl-reg-grad --join 0.6" "fedbn"
+    # PFLlib's personalized methods: FedCAC's masks and customized models, FedAS's Fisher block and client
+    # models, PFL-DA's global head block, FedGC's server-side heads (with FLAYER's head mix: client rows too)
+    "fedcac" "fedcac --cac-round1 customized --join 1" "fedas" "pfl-da" "fedgc" "fedgc --flayer-agg --flayer-mask"
 )
 # under the sanitizers (several times slower) a sample: client state, ALA,
 # FLAYER's modules, clustering and server-side fusion

@@ -33,6 +33,11 @@ expect_usage "fedfomo --ala" "--ala" run --algo fedfomo --ala --out "$TMP/never1
 expect_usage "apple --ala" "--ala" run --algo apple --ala --out "$TMP/never2"
 expect_usage "apple --join 0.5" "--join 0.5" run --algo apple --join 0.5 --out "$TMP/never3"
 expect_usage "apple --apple-scheduler" "--apple-scheduler" run --algo apple --apple-scheduler linear --out "$TMP/never4"
+# the methods' readings and FedBABU's fine-tuning moment: a word they do not know
+for algo in apple apfl fedphp perfedavg; do
+    expect_usage "$algo --reading" "--reading 'authors'" run --algo "$algo" --reading authors --out "$TMP/never-$algo"
+done
+expect_usage "fedbabu --fine-tune-at" "--fine-tune-at 'first'" run --algo fedbabu --fine-tune-at first --out "$TMP/never5"
 # issue 16: GPFL's output runs through its valve, so ALA's weights (learned on the backbone's output) are refused
 expect_usage "gpfl --ala" "--ala" run --algo gpfl --ala --out "$TMP/never5"
 # PFLlib's personalized methods: FedKD's energy must grow, FedBN shares no part of a BatchNorm layer

@@ -3,7 +3,10 @@
 # (the MAT v7.3 file on which libhdf5 overflows a heap buffer is refused
 # before libmatio opens it); and known dataset files recognized by md5: the
 # official ones said so, the project's rebuilt CIFAR-10 named once, a file
-# that differs from its official copy warned about even with --quiet.
+# that differs from its official copy warned about even with --quiet; and
+# hostile PFLlib client files (truncated, a 2 GiB size in a small zip, a
+# complex dtype, a pickle calling os.system, labels outside num_classes,
+# files that disagree with config.json or with each other).
 . tests/e2e/lib.sh
 export PFL_CACHE_DIR=${PFL_CACHE_DIR:-$TMP/cache} # the suite's cache (run-tests.sh) when there is one
 
@@ -11,6 +14,40 @@ mkdir -p "$TMP/sv/svhn"
 for f in train_32x32.mat test_32x32.mat; do cp fuzz/repro/svhn/v73-hdf5-heap-overflow.mat "$TMP/sv/svhn/$f"; done
 expect_error "svhn MAT v7.3" "train_32x32.mat: MAT-file version 7.3 (HDF5)" \
     "$PFL" run --data svhn --data-dir "$TMP/sv" --rounds 1 --clients 2 --quiet
+
+# PFLlib folders: each hostile client file refused in one line naming it and the field
+pfllib_folder() { # DIR CONFIG TRAIN0-FILE: a one-client folder, its test file a good one
+    mkdir -p "$1/train" "$1/test"
+    printf '%s' "$2" >"$1/config.json"
+    cp "$3" "$1/train/0.npz"
+    cp tests/fixtures/pfllib/img-deflated.npz "$1/test/0.npz"
+}
+pfllib_run() { "$PFL" run --data "pfllib:$1" --model dnn --clients 1 --rounds 1 --quiet; }
+good=tests/fixtures/pfllib/img-deflated.npz one='{"num_clients": 1, "num_classes": 3}'
+head -c 300 "$good" >"$TMP/cut.npz"
+pfllib_folder "$TMP/p-cut" "$one" "$TMP/cut.npz"
+expect_error "pfllib: a truncated zip" "p-cut/train/0.npz: zip: no end-of-central-directory record" pfllib_run "$TMP/p-cut"
+size=$(stat -c %s "$good")
+cd_at=$(od -An -tu4 -j $((size - 6)) -N4 "$good" | tr -d ' ') # the end record's directory offset
+cp "$good" "$TMP/big.npz" && printf '\000\000\000\200' | dd of="$TMP/big.npz" bs=1 seek=$((cd_at + 24)) conv=notrunc 2>/dev/null
+pfllib_folder "$TMP/p-big" "$one" "$TMP/big.npz"
+expect_error "pfllib: a 2 GiB member declared in a $size-byte file" \
+    "p-big/train/0.npz: zip: data.npy declares 2147483648 bytes, more than its" pfllib_run "$TMP/p-big"
+pfllib_folder "$TMP/p-dtype" "$one" tests/fixtures/pfllib/hostile-complex.npz
+expect_error "pfllib: a complex dtype" "p-dtype/train/0.npz: x: dtype 'c8' refused" pfllib_run "$TMP/p-dtype"
+pfllib_folder "$TMP/p-global" "$one" tests/fixtures/pfllib/hostile-global.npz
+expect_error "pfllib: a pickle that would run a command" "p-global/train/0.npz: pickle: global posix.system refused" \
+    pfllib_run "$TMP/p-global"
+pfllib_folder "$TMP/p-labels" '{"num_clients": 1, "num_classes": 2}' "$good"
+expect_error "pfllib: labels outside num_classes" \
+    "p-labels/train/0.npz: y: label 2 at sample 2 is outside num_classes 2 (config.json)" pfllib_run "$TMP/p-labels"
+pfllib_folder "$TMP/p-stats" '{"num_clients": 1, "num_classes": 3, "Size of samples for labels in clients": [[[0, 4], [1, 4], [2, 5]]]}' "$good"
+expect_error "pfllib: files that disagree with config.json" \
+    "p-stats/test/0.npz: y: client 0 holds 4 samples of label 2 in its train and test files, config.json's statistics say 5" \
+    pfllib_run "$TMP/p-stats"
+pfllib_folder "$TMP/p-shape" '{"num_clients": 1, "num_classes": 4}' tests/fixtures/pfllib/text.npz
+expect_error "pfllib: a file of another shape" "p-shape/test/0.npz: x: samples of shape 1x3x3, the first file's are text 1x1x8" \
+    pfllib_run "$TMP/p-shape"
 
 partition() { "$PFL" partition --partition iid --clients 2 "$@" 2>&1 >/dev/null; }
 if [ -d "$PFL_DATA/mnist" ]; then

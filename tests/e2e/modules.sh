@@ -33,6 +33,8 @@ algo_flags() {
         # one label per client gives balanced softmax a zero loss (the absent
         # classes' offsets are log 0), so the generic model would never move
         fedrod) echo --partition dir:0.3 --local-steps 5 ;;
+        # the same for FedGC's cross-entropy over a client's own classes
+        fedgc) echo --partition dir:0.3 ;;
     esac
 }
 # the modules a method switches on by itself (the flag would change nothing)
@@ -66,6 +68,11 @@ refused() {
         "fml --flayer-lr" | "fedkd --flayer-lr" | "fedkd --flayer-mask" | "feddbe --ala" | "fedmtl --flayer-mask")
             printf '%s\n' "$2" ;;
         "fedmtl --ala" | "fedmtl --flayer-agg") echo "nothing to mix" ;;
+        # PFLlib's personalized methods: FedCAC and FedAS build the starting model themselves, FedCAC's server
+        # reads whole uploads, PFL-DA sends only its global head (a block the mask sends whole), ALA learns its
+        # weights on all classes where a FedGC client classifies among its own
+        "fedcac --ala" | "fedcac --flayer-agg" | "fedcac --flayer-mask" | "fedas --ala" | "fedas --flayer-agg" | \
+            "pfl-da --ala" | "pfl-da --flayer-agg" | "pfl-da --flayer-mask" | "fedgc --ala") printf '%s\n' "$2" ;;
     esac
 }
 
@@ -74,7 +81,8 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fedfomo apple partialfed
     fedcp gpfl fedrod fedbabu lgfedavg apfl
     scaffold feddyn fedlc fedntd
-    fml fedkd feddbe fedmtl fedbn)
+    fml fedkd feddbe fedmtl fedbn
+    fedcac fedas pfl-da fedgc)
 # under the sanitizers (several times slower) the methods whose module paths
 # issue 14 changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)
@@ -139,6 +147,7 @@ fi
 # Stateful and server-side personalized methods give the same model on 1 and
 # 2 threads.
 algos=(fedala flayer fedrep ditto fedalp fedamp pfedcfr fedavg-c perfedavg fedphp gpfl)
+algos+=(fedcac fedas pfl-da fedgc) # PFLlib's personalized methods
 # under the sanitizers (several times slower) a sample that still covers
 # client state, modules and server-side fusion
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(fedala pfedcfr)
@@ -146,6 +155,7 @@ common=(--data mnist --model mlp --partition onelabel:100/20 --clients 10 --join
 for algo in "${algos[@]}"; do
     extra=()
     [ "$algo" = fedalp ] && extra=(--groups 2 --warmup 1)
+    [ "$algo" = fedgc ] && extra=(--partition dir:0.3) # one label a client: nothing to classify among
     for t in 1 2; do
         "$PFL" run "${common[@]}" --algo "$algo" --threads $t "${extra[@]}" --out "$TMP/${algo}_t$t" ||
             fail "$algo --threads $t: run failed"

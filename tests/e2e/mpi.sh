@@ -105,6 +105,11 @@ case_flags() {
         bn_shared | bn_local) echo --model resnet18 --partition iid --clients 3 --public 69940 --batch 10 \
             --eval-batch 10 --bn "${1#bn_}" ;;
         apple_silo) echo --algo apple ;; # cross-silo: every client every round
+        # PFLlib's personalized methods: FedAS's trace travels in its block, FedGC's heads under the mask
+        # (FedGC on dir:0.3: with one label a client its cross-entropy over the client's classes is zero)
+        fedas_mask) echo --algo fedas --join 0.6 --flayer-mask ;;
+        fedgc) echo --algo fedgc --join 0.6 --partition dir:0.3 ;;
+        fedgc_mask) echo --algo fedgc --join 0.6 --partition dir:0.3 --flayer-mask --flayer-agg ;;
         *) echo --algo "$1" --join 0.6 ;;
     esac
 }
@@ -127,6 +132,7 @@ else
         fedavg-c fedprox-c perfedavg fedphp perfedavg_hf_ala fedphp_agg fedfomo apple_silo partialfed
         scaffold drop_scaffold feddyn feddyn_ala fedlc fedntd_mask
         fml fml_mask fedkd fedkd_update feddbe fedmtl fedmtl_reg fedbn
+        fedcac fedas fedas_mask pfl-da fedgc fedgc_mask
         "${text[@]}" bn_shared bn_local)
     twice=(fedavg fedala fedalp pfedcfr flayer drop_cfl)
 fi

@@ -42,8 +42,9 @@ awk -v l="$losses" 'BEGIN { n = split(l, a, " "); if (n != 3) exit 1; for (i = 2
     pass "resnet18 FedAvg: training loss falls every round ($losses)" || fail "resnet18 loss does not fall: $losses"
 s1=$(json_field global_model_sha256 "$TMP/t1/summary.json") s2=$(json_field global_model_sha256 "$TMP/t2/summary.json")
 [ -n "$s1" ] && [ "$s1" = "$s2" ] && pass "resnet18: same model on 1 and 2 threads" || fail "threads: $s1 vs $s2"
-[ "$(json_field state "$TMP/t1/summary.json")" = 9600 ] && [ "$(json_field bn "$TMP/t1/summary.json")" = shared ] &&
-    pass "summary: state 9600, bn shared" || fail "summary state/bn fields"
+[ "$(json_field state "$TMP/t1/summary.json")" = 9600 ] && [ "$(json_field bn "$TMP/t1/summary.json")" = stats-local ] &&
+    pass "summary: state 9600, bn stats-local (--bn auto on a model with BatchNorm, as PFLlib)" ||
+    fail "summary state/bn fields"
 "$PFL" run "${common[@]}" --rounds 2 --bn local --out "$TMP/fedbn" || fail "--bn local run failed"
 [ "$(json_field bn "$TMP/fedbn/summary.json")" = local ] && pass "FedBN (--bn local) runs" || fail "fedbn summary"
 # FedBN stopped after round 1 and resumed: the checkpoint holds the clients'

@@ -6,8 +6,9 @@
 #    reference BLAS only (its cblas.h, blas.pc) must still ask for
 #    libopenblas-dev; one with OpenBLAS's openblas.pc and openblas_config.h
 #    must not. The old check, "a cblas.h exists", fails the first case.
-# 1b. the same for libyaml-dev, libjansson-dev, gnuplot-nox and libxml2-utils:
-#    a header or a look-alike command alone is not the package.
+# 1b. the same for libyaml-dev, libjansson-dev, gnuplot-nox, libxml2-utils
+#    and libhdf5-dev: a header, a look-alike command or an alternative's .pc
+#    alone is not the package.
 # 2. build/pfl links libopenblas, and pfl run's first line names OpenBLAS.
 . tests/e2e/lib.sh
 
@@ -127,7 +128,7 @@ asks() { missing_in "$1" | grep -qx "$2"; }
 libs="$TMP/libs"
 make_reference_blas_root "$libs"
 mkdir -p "$libs/usr/include" "$libs/usr/bin"
-for p in libyaml-dev libjansson-dev gnuplot-nox libxml2-utils; do
+for p in libyaml-dev libjansson-dev gnuplot-nox libxml2-utils libhdf5-dev; do
     asks "$libs" $p && pass "a root without it: asks for $p" || fail "a root without $p does not ask for it"
 done
 touch "$libs/usr/include/yaml.h" "$libs/usr/include/jansson.h"
@@ -137,6 +138,17 @@ add_pc "$libs" yaml-0.1
 add_pc "$libs" jansson
 ! asks "$libs" libyaml-dev && ! asks "$libs" libjansson-dev && pass "with their .pc files and headers: not asked for again" ||
     fail "libyaml-dev or libjansson-dev asked for although present: $(missing_in "$libs" | tr '\n' ' ')"
+# libhdf5-dev: hdf5.pc alone is an alternative libhdf5-openmpi-dev installs too
+add_pc "$libs" hdf5
+asks "$libs" libhdf5-dev && pass "hdf5.pc alone (an alternative): asks for libhdf5-dev" ||
+    fail "hdf5.pc alone passes for libhdf5-dev"
+add_pc "$libs" hdf5-serial
+mkdir -p "$libs/usr/include/hdf5/serial"
+asks "$libs" libhdf5-dev && pass "hdf5-serial.pc without its header: still asked for" ||
+    fail "hdf5-serial.pc alone passes for libhdf5-dev"
+touch "$libs/usr/include/hdf5/serial/hdf5.h"
+! asks "$libs" libhdf5-dev && pass "hdf5-serial.pc and hdf5.h: not asked for again" ||
+    fail "libhdf5-dev asked for although present"
 printf '#!/bin/sh\n' >"$libs/usr/bin/gnuplot" && chmod +x "$libs/usr/bin/gnuplot"
 asks "$libs" gnuplot-nox && pass "/usr/bin/gnuplot alone (another package's alternative): asks for gnuplot-nox" ||
     fail "/usr/bin/gnuplot alone passes for gnuplot-nox"
