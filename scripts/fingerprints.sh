@@ -54,6 +54,7 @@ run() {
 algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
     fedavg-c fedprox-c perfedavg fedphp lgfedavg fedbabu apfl fedrod fedcp gpfl fedfomo apple partialfed
     fedproto fd fedpcl fedgh fedpac
+    scaffold feddyn fedlc fedntd
     fml fedkd feddbe fedmtl fedbn
     fedcac fedas pfl-da fedgc
     moon fedgen fedcross)
@@ -78,7 +79,7 @@ done
 bn=(--data mnist --model resnet18 --partition onelabel:20/5 --clients 4 --rounds 2 --batch 10 --lr 0.05 --quiet
     --threads 2 --eval-batch 10)
 for algo in fedavg fedper fedrep ditto fedala flayer fedamp pfedcfr local lgfedavg fedbabu apfl fedrod fedcp gpfl \
-    fedphp perfedavg apple partialfed fedfomo fml fedkd feddbe fedmtl fedbn \
+    fedphp perfedavg apple partialfed fedfomo scaffold feddyn fedlc fedntd fml fedkd feddbe fedmtl fedbn \
     fedproto fd fedpcl fedgh fedpac \
     fedcac fedas pfl-da fedgc; do
     for mode in shared local stats-local; do

@@ -385,6 +385,8 @@ static resume_case make_case(const char *label, const pfl_algo *algo) {
     a->fomo_val = 0.25f, a->apple_dr_lr = 0.01f, a->apple_mu = 0.1f, a->apple_l = 0.5f;
     a->pf_tau = 5.0f, a->pf_tau_decay = 0.965f, a->pf_fm = 2, a->pf_fs = 1, a->pf_lr = 1.0f;
     a->proto_lambda = 1.0f, a->fd_lambda = 1.0f, a->pcl_tau = 1.0f, a->gh_server_lr = 1.0f; /* prototype methods */
+    /* traditional methods: SCAFFOLD's c and c_i, FedDyn's h and grad_k change every round */
+    a->server_lr = 1.0f, a->dyn_alpha = 0.01f, a->lc_tau = 1.0f, a->ntd_beta = 1.0f, a->ntd_tau = 1.0f;
     pfl_modules_config *mod = &c.cfg.modules;
     mod->ala_p = 1, mod->ala_s = 80, mod->ala_eta = 1.0f, mod->ala_threshold = 0.1f, mod->ala_max_epochs = 20;
     if (algo == &pfl_algo_cfl || algo == &pfl_algo_fedtsdp || algo == &pfl_algo_apple) c.cfg.join = 1.0; /* cross-silo */

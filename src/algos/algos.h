@@ -137,6 +137,40 @@ float pfl_fedphp_pfllib_mu(const pfl_fl *fl, int round);
 extern const pfl_algo pfl_algo_fedfomo;
 extern const pfl_algo pfl_algo_apple;
 extern const pfl_algo pfl_algo_partialfed;
+/* Traditional methods: SCAFFOLD, FedDyn, FedLC, FedNTD (their pieces, for their tests) */
+extern const pfl_algo pfl_algo_scaffold;
+extern const pfl_algo pfl_algo_feddyn;
+extern const pfl_algo pfl_algo_fedlc;
+extern const pfl_algo pfl_algo_fedntd;
+/* SCAFFOLD, on the elements [off, off + len) of whole vectors: a client's
+ * control after training, c_i <- c_i - c + (x - y) * inv, inv = 1 / (K lr);
+ * the server's, c <- c + (1/N) sum_k ((x - y_k) * inv_k - c) over the n
+ * uploads y_k (those with inv_k 0, which trained no batch, left out). */
+/* SCAFFOLD's control variates as they stand (num_params floats): the
+ * server's c for client -1, else client's c_i (valid until it trains). */
+const float *pfl_scaffold_control(const pfl_fl *fl, int client);
+void pfl_scaffold_control_update(float *ci, const float *c, const float *x, const float *y, size_t off, size_t len,
+                                 float inv);
+void pfl_scaffold_server_control(float *c, const float *x, const float *const *ys, const float *inv, int n, int N,
+                                 size_t off, size_t len);
+/* FedDyn, on [off, off + len): a client's linear-term vector after training,
+ * grad <- grad - alpha (w - w_global); the server state, h <- h - alpha/N
+ * sum_k (w_k - w_global); the gradient PFLlib's penalty alpha/2 ||w - w_global||
+ * adds (zero where w = w_global). */
+/* FedDyn's state (num_params floats): the server's h for client -1, else
+ * client's linear-term vector grad_k (valid until it trains). */
+const float *pfl_feddyn_state(const pfl_fl *fl, int client);
+void pfl_feddyn_client_update(float *grad, const float *w, const float *global, size_t off, size_t len, float alpha);
+void pfl_feddyn_server_state(float *h, const float *global, const float *const *ws, int n, int N, size_t off,
+                             size_t len, float alpha);
+/* FedLC's per-class offsets -tau n_y^(-1/4) (-INFINITY for a class without
+ * samples) from the counts n_y of C classes. */
+void pfl_fedlc_offsets(const double *counts, int C, float tau, float *offset);
+/* FedNTD's loss on a batch of B x C logits z with the teacher's t: tau^2
+ * KL(softmax(t_nt / tau) || softmax(z_nt / tau)), z_nt the logits without the
+ * label's, the batch mean; its gradient with respect to z into dz (zero at
+ * the labels). */
+double pfl_fedntd_loss(const float *z, const float *t, const uint8_t *labels, int B, int C, float tau, float *dz);
 
 /* Methods that exchange class prototypes (src/algos/protos.h): FedProto, FD, FedPCL, FedGH, FedPAC */
 extern const pfl_algo pfl_algo_fedproto;

@@ -24,6 +24,8 @@ const pfl_algo *const pfl_algos[] = {&pfl_algo_fedavg, &pfl_algo_local, &pfl_alg
                                      /* methods that exchange class prototypes */
                                      &pfl_algo_fedproto, &pfl_algo_fd, &pfl_algo_fedpcl, &pfl_algo_fedgh,
                                      &pfl_algo_fedpac,
+                                     /* traditional methods */
+                                     &pfl_algo_scaffold, &pfl_algo_feddyn, &pfl_algo_fedlc, &pfl_algo_fedntd,
                                      /* PFLlib's personalized methods */
                                      &pfl_algo_fml, &pfl_algo_fedkd, &pfl_algo_feddbe, &pfl_algo_fedmtl, &pfl_algo_fedbn,
                                      &pfl_algo_fedcac, &pfl_algo_fedas, &pfl_algo_pfl_da, &pfl_algo_fedgc,

@@ -332,6 +332,24 @@ void pfl_step_count(pfl_owned_batch *b, float loss, int correct, int n) {
     b->stats->samples += n;
 }
 
+/* The batch size of a step and the smallest batch it keeps. */
+static int step_batch(const pfl_fl *fl, const pfl_step *s) { return s->batch > 0 ? s->batch : fl->cfg.batch; }
+static int step_min_batch(const pfl_step *s) { return s->min_batch > 1 ? s->min_batch : 1; }
+
+/* Batches one pass over n samples makes. */
+static long batches_per_pass(const pfl_fl *fl, const pfl_step *s, int n) {
+    const int batch = step_batch(fl, s);
+    return n / batch + (n % batch >= step_min_batch(s));
+}
+
+long pfl_step_batches(const pfl_fl *fl, const pfl_step *s, int client) {
+    const int n = s->samples ? s->n_samples : fl->part->clients[client].n_train;
+    const long per_pass = batches_per_pass(fl, s, n);
+    const long budget = s->steps > 0 ? s->steps : pfl_epoch_steps(fl, s->epochs);
+    if (per_pass == 0) return 0;
+    return budget > 0 ? budget : (long)s->epochs * per_pass;
+}
+
 void pfl_step_run(pfl_fl *fl, int client, pfl_worker *w, float *model, const pfl_step *s, pfl_train_stats *stats) {
     const pfl_client_data *cd = &fl->part->clients[client];
     /* FedFomo trains on its split without the validation part */
@@ -348,7 +366,7 @@ void pfl_step_run(pfl_fl *fl, int client, pfl_worker *w, float *model, const pfl
     }
     r.lowest = lowest_trained_layer(m, s->opt.frozen);
     if (r.lowest >= m->num_layers && !s->own) return; /* everything frozen */
-    const int batch = s->batch > 0 ? s->batch : fl->cfg.batch, min_batch = s->min_batch > 1 ? s->min_batch : 1;
+    const int batch = step_batch(fl, s), min_batch = step_min_batch(s);
     const int round = s->round > 0 ? s->round : fl->round;
     pfl_rng shuffle = pfl_rng_stream(fl->cfg.seed, round, client, s->shuffle);
     pfl_rng dropout = pfl_rng_stream(fl->cfg.seed, round, client, PFL_RNG_DROPOUT);
@@ -367,7 +385,7 @@ void pfl_step_run(pfl_fl *fl, int client, pfl_worker *w, float *model, const pfl
     /* With a step budget, passes over the data repeat until that many batches
      * are done; the "last epoch" is the pass in which training stops. */
     const long budget = s->steps > 0 ? s->steps : pfl_epoch_steps(fl, s->epochs);
-    const long per_pass = n_samples / batch + (n_samples % batch >= min_batch);
+    const long per_pass = batches_per_pass(fl, s, n_samples);
     const int passes = budget > 0 ? (per_pass ? (int)((budget + per_pass - 1) / per_pass) : 0) : s->epochs;
     long steps_left = budget > 0 ? budget : -1, index = 0;
     for (int epoch = 0; epoch < passes; epoch++) {

@@ -189,6 +189,12 @@ int pfl_step_add_block(pfl_step *s, int at, void (*step)(void *ctx, const pfl_bl
  * vector) in place with worker w's executor; adds to stats. */
 void pfl_step_run(pfl_fl *fl, int client, pfl_worker *w, float *model, const pfl_step *s, pfl_train_stats *stats);
 
+/* The batches pfl_step_run trains client `client` on with step `s` (its
+ * epochs or batch budget over its samples; 0 for a client without any): a
+ * server that must know a client's number of local steps (SCAFFOLD's K)
+ * computes it from the partition, as the client's step does. */
+long pfl_step_batches(const pfl_fl *fl, const pfl_step *s, int client);
+
 /* Counts an owned batch's work into the step's statistics: its mean loss
  * over n samples and, in the last epoch, how many it classified correctly. */
 void pfl_step_count(pfl_owned_batch *b, float loss, int correct, int n);

@@ -97,6 +97,15 @@ typedef struct {
     float pcl_tau;          /* fedpcl: temperature of the similarities to the prototypes */
     float gh_server_lr;     /* fedgh: learning rate of the server's training of the header */
     const char *gh_start;   /* fedgh: what the server's header training starts from: client0 | global */
+    /* traditional methods: SCAFFOLD, FedDyn, FedLC, FedNTD */
+    float server_lr;         /* scaffold: eta_g, the server's step along the mean model update */
+    const char *server_mean; /* scaffold, feddyn: the mean of the uploads, uniform | samples (NULL: uniform) */
+    float dyn_alpha;         /* feddyn: alpha, the dynamic regularizer's coefficient */
+    const char *dyn_penalty; /* feddyn: alpha/2 ||w - w_global|| (norm, PFLlib) or its square (squared, the paper) */
+    float lc_tau;            /* fedlc: tau of the calibration tau * n_y^(-1/4) */
+    const char *lc_counts;   /* fedlc: n_y over every client's training labels (global) or the client's (local) */
+    float ntd_beta;          /* fedntd: beta, the weight of the not-true distillation */
+    float ntd_tau;           /* fedntd: tau, its softmax temperature */
     /* apple, apfl, fedphp, perfedavg: where the method's paper and its reference code (PFLlib) disagree, which
      * one to follow: "pfllib" (NULL: the default) | "paper" (pfl_reading_paper, docs/algorithms.md) */
     const char *reading;

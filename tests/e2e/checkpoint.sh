@@ -37,6 +37,8 @@ cases=(
     "partialfed --pf-fm 2 --pf-fs 1"
     # prototypes in the global model's message block; FedPCL's client sets and FedPAC's classifiers (the methods' state)
     "fedproto" "fd --fd-target softmax" "fedpcl" "fedgh" "fedgh --gh-start global --ala" "fedpac"
+    # traditional methods: SCAFFOLD's c and c_i, FedDyn's h and grad_k (server state, the clients' stores)
+    "scaffold" "feddyn" "feddyn --dyn-penalty squared --drop-rate 0.3" "fedlc --lc-counts local" "fedntd --ala"
     # PFLlib's personalized methods: FML's and FedKD's personal models (client store), FedKD's W (its store)
     # and last message size, FedDBE's PRBM (a personal block), FedMTL's copies of the clients' models
     "fml --fml-alpha 0.5 --fml-beta 0.5" "fedkd --join 0.6" "feddbe" "fedmtl --mtl-reg-grad --join 0.6" "fedbn"

@@ -66,6 +66,10 @@ refused() {
         "fedproto --ala" | "fedproto --flayer-agg" | "fedproto --flayer-mask" | "fd --ala" | "fd --flayer-agg" | \
             "fd --flayer-mask" | "fedpcl --ala" | "fedpcl --flayer-agg" | "fedpcl --flayer-mask" | \
             "fedgh --flayer-mask" | "fedpac --ala" | "fedpac --flayer-agg" | "fedpac --flayer-mask") printf '%s\n' "$2" ;;
+        # SCAFFOLD's server derives c_i+ - c_i from how far a client trained from x at one rate; its and
+        # FedDyn's server state read every parameter of an upload
+        "scaffold --ala" | "scaffold --flayer-agg" | "scaffold --flayer-lr" | "scaffold --flayer-mask" | \
+            "feddyn --flayer-mask") printf '%s\n' "$2" ;;
         # PFLlib's personalized methods: FML and FedKD train two models with their own steps, FedKD sends SVD
         # factors of whole tensors, FedDBE's output reads h + m (not ALA's head(h)), FedMTL averages nothing
         "fml --flayer-lr" | "fedkd --flayer-lr" | "fedkd --flayer-mask" | "feddbe --ala" | "fedmtl --flayer-mask")
@@ -88,6 +92,7 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fedfomo apple partialfed
     fedcp gpfl fedrod fedbabu lgfedavg apfl
     fedproto fd fedpcl fedgh fedpac
+    scaffold feddyn fedlc fedntd
     fml fedkd feddbe fedmtl fedbn
     fedcac fedas pfl-da fedgc
     moon fedgen fedcross)

@@ -90,6 +90,10 @@ case_flags() {
         fedbn) echo --algo fedbn --model resnet18 --partition iid --clients 3 --public 69940 --batch 10 --eval-batch 10 ;;
         drop_fedalp) echo --algo fedalp --groups 2 --warmup 1 --drop-rate 0.3 ;;
         drop_cfl) echo --algo cfl --cfl-warmup 0 --cfl-eps1 1e9 --cfl-eps2 0 --drop-rate 0.3 ;;
+        # traditional methods: SCAFFOLD's c_i and FedDyn's grad_k on their owners, c and h replicated
+        drop_scaffold) echo --algo scaffold --join 0.6 --drop-rate 0.3 ;;
+        feddyn_ala) echo --algo feddyn --ala --join 0.6 ;;
+        fedntd_mask) echo --algo fedntd --flayer-mask --join 0.6 ;;
         drop_fedper) echo --algo fedper --join 0.6 --drop-rate 0.3 ;;
         # extra parameter blocks travel as shared layers do, whole under FLAYER's mask
         fedcp_mask) echo --algo fedcp --join 0.6 --flayer-mask ;;
@@ -129,6 +133,7 @@ else
         drop_cfl drop_fedper lgfedavg fedbabu apfl fedrod fedcp fedcp_mask gpfl gpfl_mask
         fedavg-c fedprox-c perfedavg fedphp perfedavg_hf_ala fedphp_agg fedfomo apple_silo partialfed
         fedproto fd fedpcl fedgh fedpac fedgh_ala
+        scaffold drop_scaffold feddyn feddyn_ala fedlc fedntd_mask
         fml fml_mask fedkd fedkd_update feddbe fedmtl fedmtl_reg fedbn
         fedcac fedas fedas_mask pfl-da fedgc fedgc_mask
         moon fedgen fedcross

@@ -1,0 +1,39 @@
+/* What the servers of SCAFFOLD, FedDyn and FedNTD share: the mean of the
+ * round's uploads, uniform (SCAFFOLD's and FedDyn's papers, and PFLlib's
+ * code for all three) or weighted by training samples (FedAvg's, and
+ * FedNTD's authors' code), and the spans of the model SCAFFOLD and FedDyn
+ * keep state over (the shared layers' parameters). */
+#ifndef PFL_ALGOS_SERVER_MEAN_H
+#define PFL_ALGOS_SERVER_MEAN_H
+
+#include "fl/method.h"
+
+/* --server-mean: true for `samples`, false for `uniform` (the default, NULL). */
+bool pfl_server_mean_by_samples(const pfl_config *cfg);
+/* Refuses a --server-mean other than uniform or samples: -1 with one line. */
+int pfl_server_mean_check(const pfl_config *cfg);
+
+/* The parameters of the shared layers (fl->shared, extra blocks included),
+ * adjacent layers joined into one span: where the server's state (SCAFFOLD's
+ * c, FedDyn's h) and the clients' (c_i, the linear term) live; the rest of
+ * such a vector stays zero. */
+void pfl_shared_param_spans(const pfl_fl *fl, pfl_spans *out);
+
+/* The mean of the n uploads into fl->global over the shared layers: with
+ * `by_samples` FedAvg's (pfl_default_aggregate, so the same bits), else
+ * each upload weighted 1/n, added in slot order (under FLAYER's mask 1 over
+ * the uploads that sent an element, as pfl_default_aggregate's masked mean
+ * with equal weights); the running statistics FedAvg's weighted mean either
+ * way. The uniform mean is no sum along the ranks (pfl_default_aggregate's
+ * weights are the samples): a method that uses it gathers the uploads under
+ * MPI (whole_uploads) and counts its bytes with the next function. */
+void pfl_server_mean(pfl_fl *fl, const int *clients, int n, float *const *uploads, bool by_samples);
+
+/* pfl_default_message_bytes with the upload counted as a method that does
+ * not gather sends it (the shared layers, or the masked part and its
+ * bitmap): the gather under MPI moves whole uploads between processes, the
+ * client still sends the server only these. */
+void pfl_server_mean_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload,
+                                   uint64_t *down, uint64_t *up);
+
+#endif

@@ -1,0 +1,87 @@
+# The traditional methods through the command (SCAFFOLD, FedDyn, FedLC,
+# FedNTD; tests/test_traditional.c has their steps by hand):
+#
+#  - each reduces to FedAvg bit for bit when its own part is zero, with
+#    FedAvg's mean (--server-mean samples): SCAFFOLD's round 1 (zero control
+#    variates) at --server-lr 1, FedDyn at --dyn-alpha 0, FedLC at --lc-tau 0,
+#    FedNTD at --ntd-beta 0, over every round run; and not otherwise;
+#  - message bytes: SCAFFOLD sends a control variate each way beside the model
+#    (twice FedAvg's bytes), the others FedAvg's; SCAFFOLD's c_i and FedDyn's
+#    grad_k are a whole parameter vector per client that trained (the client
+#    store's bytes); FedLC's global label counts are one exchange before
+#    training (setup_bytes_up/down: clients x classes x 4); FedNTD's masked
+#    upload (--flayer-mask) is counted as sent, though it gathers whole;
+#  - a bad value of their word flags is refused with one line.
+. tests/e2e/lib.sh
+
+# 8 clients of one label each (100 train / 20 test samples), mlp (159010 parameters)
+common=(--data mnist --model mlp --partition onelabel:100/20 --clients 8 --batch 20 --lr 0.05 --quiet)
+sha() { json_field global_model_sha256 "$TMP/$1/summary.json"; }
+run() { # NAME FLAGS...
+    local name=$1; shift
+    "$PFL" run "${common[@]}" "$@" --out "$TMP/$name" || fail "$name: run failed"
+}
+
+run fedavg1 --algo fedavg --rounds 1
+run scaffold1 --algo scaffold --rounds 1 --server-mean samples
+[ -n "$(sha fedavg1)" ] && [ "$(sha scaffold1)" = "$(sha fedavg1)" ] &&
+    pass "scaffold round 1, zero controls, --server-lr 1, --server-mean samples: FedAvg's model" ||
+    fail "scaffold round 1 $(sha scaffold1) != fedavg $(sha fedavg1)"
+# clients of different sizes (one label each gives 100 samples to all, where the two means agree)
+run fedavg1d --algo fedavg --rounds 1 --partition dir:0.5
+run scaffold1d --algo scaffold --rounds 1 --partition dir:0.5
+[ -n "$(sha fedavg1d)" ] && [ "$(sha scaffold1d)" != "$(sha fedavg1d)" ] &&
+    pass "scaffold's uniform mean (the default) is not FedAvg's on clients of different sizes" ||
+    fail "scaffold --server-mean uniform gave FedAvg's model on dir:0.5"
+
+run fedavg3 --algo fedavg --rounds 3
+run scaffold3 --algo scaffold --rounds 3 --server-mean samples
+run feddyn0 --algo feddyn --rounds 3 --dyn-alpha 0 --server-mean samples
+run feddyn3 --algo feddyn --rounds 3 --server-mean samples
+run fedlc0 --algo fedlc --rounds 3 --lc-tau 0
+run fedlc3 --algo fedlc --rounds 3
+run fedntd0 --algo fedntd --rounds 3 --ntd-beta 0 --server-mean samples
+run fedntd3 --algo fedntd --rounds 3 --server-mean samples
+for zero in feddyn0 fedlc0 fedntd0; do
+    [ -n "$(sha fedavg3)" ] && [ "$(sha $zero)" = "$(sha fedavg3)" ] && pass "$zero: FedAvg's model after 3 rounds" ||
+        fail "$zero: $(sha $zero) != fedavg $(sha fedavg3)"
+done
+for on in scaffold3 feddyn3 fedlc3 fedntd3; do
+    [ "$(sha $on)" != "$(sha fedavg3)" ] && pass "$on: not FedAvg's model" || fail "$on: FedAvg's model bit for bit"
+done
+
+# bytes per round: 8 clients, 159010 floats each way, 4 bytes a float
+model=$((159010 * 4 * 8))
+for name in fedavg3 feddyn3 fedlc3 fedntd3 scaffold3; do
+    want=$model
+    [ $name = scaffold3 ] && want=$((2 * model))
+    s="$TMP/$name/summary.json"
+    [ "$(json_field bytes_down_per_round "$s")" = $want ] && [ "$(json_field bytes_up_per_round "$s")" = $want ] &&
+        pass "$name: $want bytes each way per round" || fail "$name bytes: $(grep bytes_ "$s")"
+done
+# SCAFFOLD, FedDyn and FedNTD gather whole uploads under MPI; a client still
+# sends only what FedAvg's would: under FLAYER's mask the parameters it sent
+# and a bitmap, fewer bytes than the model it received
+run fedntd_mask --algo fedntd --rounds 1 --flayer-mask
+s="$TMP/fedntd_mask/summary.json"
+up=$(json_field bytes_up_per_round "$s")
+[ "$(json_field bytes_down_per_round "$s")" = $model ] && [ -n "$up" ] && [ "$up" -lt $model ] &&
+    pass "fedntd --flayer-mask: $up bytes up per round, the masked upload, under the model's $model" ||
+    fail "fedntd --flayer-mask bytes: $(grep bytes_ "$s")"
+for name in scaffold3 feddyn3; do
+    got=$(json_field client_state_bytes "$TMP/$name/summary.json")
+    [ "$got" = $model ] && pass "$name: the clients' stores hold a parameter vector each ($got bytes)" ||
+        fail "$name: client_state_bytes $got, want $model"
+done
+s="$TMP/fedlc3/summary.json"
+[ "$(json_field setup_bytes_up "$s")" = 320 ] && [ "$(json_field setup_bytes_down "$s")" = 320 ] &&
+    pass "fedlc: 8 clients x 10 label counts up, the calibration down, once" || fail "fedlc setup bytes: $(grep setup "$s")"
+run fedlc_local --algo fedlc --rounds 1 --lc-counts local
+grep -q setup_bytes "$TMP/fedlc_local/summary.json" && fail "fedlc --lc-counts local exchanged counts" ||
+    pass "fedlc --lc-counts local: nothing exchanged before training"
+
+expect_error "bad --server-mean" "--server-mean" "$PFL" run "${common[@]}" --algo scaffold --server-mean median
+expect_error "bad --dyn-penalty" "--dyn-penalty" "$PFL" run "${common[@]}" --algo feddyn --dyn-penalty cube
+expect_error "bad --lc-counts" "--lc-counts" "$PFL" run "${common[@]}" --algo fedlc --lc-counts some
+expect_error "--server-lr 0" "--server-lr" "$PFL" run "${common[@]}" --algo scaffold --server-lr 0
+finish
