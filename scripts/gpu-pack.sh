@@ -67,7 +67,8 @@ for so in libopenblas.so.0 libjansson.so.4 libyaml-0.so.2 libgfortran.so.5 libqu
     cp -L "$path" "$stage/sysroot/lib/$so"
     [ .gpu/sysroot.tar.xz -nt "$(readlink -f "$path")" ] || fresh=0
 done
-nm -D "$stage/sysroot/lib/libopenblas.so.0" | grep -q ' T sgesdd_' ||
+# (grep -c reads all of nm's output: grep -q would end the pipe early, and pipefail fail it)
+[ "$(nm -D "$stage/sysroot/lib/libopenblas.so.0" | grep -c ' T sgesdd_')" -gt 0 ] ||
     { echo "gpu-pack: this OpenBLAS has no LAPACK (sgesdd_), which gpu-check.sh's build takes from it" >&2; exit 1; }
 (cd "$stage/sysroot/lib" && ln -s libopenblas.so.0 libopenblas.so && ln -s libjansson.so.4 libjansson.so &&
     ln -s libyaml-0.so.2 libyaml.so)
