@@ -123,7 +123,11 @@ for i in "${!labels[@]}"; do
     done
 done
 
-make -s build/pfl
+# PFL=BINARY: another pfl (scripts/gpu-methods.sh: the CUDA build); else build/pfl, made first
+if [ -z "${PFL:-}" ]; then
+    make -s build/pfl
+    PFL=build/pfl
+fi
 mkdir -p "$out_dir"
 manifest="$out_dir/.manifest.tsv"
 : >"$manifest"
@@ -160,7 +164,7 @@ for i in "${!labels[@]}"; do
     mapfile -t own < <(scoped_for "$algo")
     dir="$out_dir/$label" log="$out_dir/$label.log"
     # --checkpoint-every after --out: the comparison of commands below ignores it
-    cmd=(build/pfl run "${common[@]}" --algo "$algo" "${own[@]}" "${extra[@]}" --out "$dir" --checkpoint-every 1)
+    cmd=("$PFL" run "${common[@]}" --algo "$algo" "${own[@]}" "${extra[@]}" --out "$dir" --checkpoint-every 1)
     cmdline=$(printf '%q ' "${cmd[@]}"); cmdline=${cmdline% }
     desc="$algo${mflags[$i]:+ ${mflags[$i]}}"
     if [ $resume = 1 ] && [ -f "$dir/summary.json" ]; then
@@ -178,7 +182,7 @@ for i in "${!labels[@]}"; do
     prev=$(cat "$out_dir/$label.cmd" 2>/dev/null || true)
     if [ $resume = 1 ] && [ -f "$dir/checkpoint" ] && [ "${prev% --out *}" = "${cmdline% --out *}" ]; then
         echo "== [$((i + 1))/$n] $label: continuing from $dir/checkpoint (--resume)" >&2
-        cmd=(build/pfl resume "$dir")
+        cmd=("$PFL" resume "$dir")
     else
         rm -rf "$dir"
         : >"$log"

@@ -106,40 +106,8 @@ else
 fi
 
 # ---- 1. environment and build ----
-# .xz through Python's lzma: the machine may lack the xz tool
-untar() { python3 -c 'import sys, tarfile; t = tarfile.open(sys.argv[1]); t.extractall(sys.argv[2], **({"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}))' "$1" "$2"; }
-unxz_to() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2"; }
-SYSFLAGS=()
-if ! pkg-config --exists openblas jansson yaml-0.1 2>/dev/null; then
-    if [ -f .gpu/sysroot.tar.xz ]; then
-        untar .gpu/sysroot.tar.xz /tmp/pfl-sysroot
-        S=/tmp/pfl-sysroot/sysroot
-        # (Debian's OpenBLAS carries LAPACK: no -llapack)
-        SYSFLAGS=(BLAS_CFLAGS=-I$S/include "BLAS_LIBS=-L$S/lib -lopenblas" LAPACK_LIBS= "JANSSON_LIBS=-L$S/lib -ljansson"
-            "YAML_LIBS=-L$S/lib -lyaml" PARSE_CFLAGS=-I$S/include)
-        export LD_LIBRARY_PATH=$S/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-        say "libraries: OpenBLAS, libjansson, libyaml from .gpu/sysroot.tar.xz"
-    else
-        say "OpenBLAS, libjansson or libyaml missing and no .gpu/sysroot.tar.xz (run scripts/gpu-pack.sh where they are)"
-    fi
-fi
-# cuBLAS (opened at run time) and cuDNN: the toolkit's, else PyTorch's wheels'
-pydirs=$(python3 -c 'import site, sys; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null)
-find_lib() { # NAME: the first folder holding it
-    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
-        [ -e "$d/$1" ] && { echo "$d"; return; }
-    done
-    for p in $pydirs; do
-        f=$(find "$p/nvidia" -name "$1" 2>/dev/null | head -1)
-        [ -n "$f" ] && { dirname "$f"; return; }
-    done
-}
-for v in 13 12; do
-    CUBLAS_DIR=$(find_lib "libcublas.so.$v")
-    [ -n "$CUBLAS_DIR" ] && break
-done
-[ -n "$CUBLAS_DIR" ] && export LD_LIBRARY_PATH=$CUBLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-CUDNN_DIR=$(find_lib libcudnn.so.9)
+. scripts/gpu-env.sh
+gpu_libs
 say "cuBLAS: ${CUBLAS_DIR:-not found}; cuDNN: ${CUDNN_DIR:-not found} (pfl does not use it)"
 if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1
@@ -171,12 +139,10 @@ for name, n in [("data_batch_%d.bin" % i, 10000) for i in range(1, 6)] + [("test
 PY
     CIFAR_PID=$!
 fi
-if [ $DRY = 0 ] && [ -d .gpu/fmnist ] && ls .gpu/fmnist/*.xz >/dev/null 2>&1; then
-    for f in .gpu/fmnist/*.xz; do unxz_to "$f" "$DATA/fmnist/$(basename "$f" .xz)"; done
-elif [ -d data/fmnist ]; then
+if [ $DRY = 1 ] && [ -d data/fmnist ]; then
     cp -L data/fmnist/* "$DATA/fmnist/"
 else
-    say "no Fashion-MNIST (data/fmnist or .gpu/fmnist)"
+    gpu_fmnist "$DATA"
 fi
 export PFL_DATA=$DATA
 
@@ -401,7 +367,7 @@ CIFAR=(--data cifar10 --clients 20 --batch 10 --lr 0.005 --seed 1 --eval-every 1
 RES_STEPS=$([ $DRY = 1 ] && echo 2 || echo 50)
 pfl_run gpu-resnet 25 60 $DEVICE $GPU_THREADS --algo fedavg --model resnet18-cifar --partition dir:0.1 "${CIFAR[@]}" \
     --lr 0.1 --rounds $BENCH_ROUNDS --local-steps $RES_STEPS
-$PFL partition --data cifar10 --partition dir:0.1 --clients 20 --seed 1 --train-fraction 0.98 --quiet \
+$PFL partition --data cifar10 --partition dir:0.1 --clients 20 --seed 1 --quiet \
     --save "$OUT/cifar.json" 2>"$OUT/partition-cifar.log"
 torch_run torch-resnet 30 60 --partition-file "$OUT/cifar.json" --model resnet18-cifar --rounds 2 --lr 0.1 \
     --local-steps $RES_STEPS
