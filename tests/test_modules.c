@@ -363,7 +363,7 @@ static void test_ala_first_round(void) {
     reference_ala(&f.m, &f.d, f.ref_ws, order, 10, batch, 1, eta, f.global, local0, W, K, want, means, losses);
     /* A threshold that converges first at epoch k* on the last-batch losses:
      * a k >= 12 whose window std drops clearly (by 2%) below every earlier
-     * window's, and where the epoch means (pfl before issue 14) would stop
+     * window's, and where the epoch means (pfl's earlier reading) would stop
      * at another epoch, so the test tells the two signals apart. */
     int kstar = 0, mean_stop = 0;
     double thr = 0.0, prevmin = window_std(losses, 11);

@@ -1,4 +1,4 @@
-/* The round's semantics (issue 14; docs/evaluation.md, docs/algorithms.md),
+/* The round's semantics (docs/evaluation.md, docs/algorithms.md),
  * on tiny in-memory federations (the 2-layer dnn):
  *
  *  - a local-init module mixes with what the method SENDS the client: after

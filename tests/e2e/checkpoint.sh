@@ -21,17 +21,17 @@ cases=(
     "fedprox --ala"
     "fedavg --flayer-agg --flayer-lr --flayer-mask"
     "fedper --drop-rate 0.3"
-    # issue 19: the client store in a file, resumed into a new one
+    # the client store in a file, resumed into a new one
     "fedala --client-state $TMP"
     "ditto --client-state $TMP"
-    # issue 16: APFL's alpha and FedRoD's personal heads (the methods' stores), LG-FedAvg's local base
+    # APFL's alpha and FedRoD's personal heads (the methods' stores), LG-FedAvg's local base
     "lgfedavg" "fedbabu --fine-tune-epochs 1" "apfl --apfl-alpha 0.5" "fedrod"
     # extra parameter blocks: FedCP's personal head (client store) and policy (global model), with FLAYER's mask
     "fedcp" "fedcp --flayer-mask --join 0.6"
     # GPFL's CoV and GCE (global model), personal head and conditions (client store), with FLAYER's head mix and mask
     "gpfl" "gpfl --flayer-agg --flayer-mask --join 0.6"
     "fedavg-c" "fedprox-c" "perfedavg --perfedavg-hf" "fedphp --ala"
-    # issue 15: the server's models and P (FedFomo), cores and DR vectors (APPLE, cross-silo), strategies (PartialFed)
+    # the server's models and P (FedFomo), cores and DR vectors (APPLE, cross-silo), strategies (PartialFed)
     "fedfomo --fomo-m 3"
     "apple --join 1"
     "partialfed --pf-fm 2 --pf-fs 1"

@@ -21,7 +21,7 @@ expect_error "bad partition" "--partition" run --partition dir:abc
 expect_error "bad partition K" "--partition" run --partition pat:0
 expect_error "unknown command" "frobnicate" "$PFL" frobnicate
 expect_error "more clients than samples" "clients" run --data mnist --partition iid --clients 100000
-# issue 15: what FedFomo and APPLE cannot run (FedALA: ALA on every method "except for FedFomo and APPLE (as
+# what FedFomo and APPLE cannot run (FedALA: ALA on every method "except for FedFomo and APPLE (as
 # they download multiple client models)"; APPLE is cross-silo), usage errors (exit 2) before anything is made
 expect_usage() { # what needle cmd...: exit 2 exactly, and expect_error's one line
     local rc
@@ -38,7 +38,7 @@ for algo in apple apfl fedphp perfedavg; do
     expect_usage "$algo --reading" "--reading 'authors'" run --algo "$algo" --reading authors --out "$TMP/never-$algo"
 done
 expect_usage "fedbabu --fine-tune-at" "--fine-tune-at 'first'" run --algo fedbabu --fine-tune-at first --out "$TMP/never5"
-# issue 16: GPFL's output runs through its valve, so ALA's weights (learned on the backbone's output) are refused
+# GPFL's output runs through its valve, so ALA's weights (learned on the backbone's output) are refused
 expect_usage "gpfl --ala" "--ala" run --algo gpfl --ala --out "$TMP/never5"
 # PFLlib's personalized methods: FedKD's energy must grow, FedBN shares no part of a BatchNorm layer
 expect_usage "fedkd --kd-t-end below --kd-t-start" "--kd-t-end" run --algo fedkd --kd-t-end 0.9 --out "$TMP/never6"

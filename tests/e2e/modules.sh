@@ -1,5 +1,5 @@
 # The modules (--ala, --flayer-agg, --flayer-lr, --flayer-mask) on every
-# method (issue 14):
+# method:
 #
 #  - every method with every module it accepts: the final models must differ
 #    from the plain method's (personal_models_sha256 or global_model_sha256: a
@@ -8,7 +8,7 @@
 #    accuracy > 1/classes);
 #  - every pair a method refuses: one error line naming the flag, exit 1 or 2
 #    (no module is silently ignored);
-#  - FedAMP + ALA and FedAMP + FLAYER's head mix on the setting of issue 14
+#  - FedAMP + ALA and FedAMP + FLAYER's head mix where an untrained model once showed
 #    (Fashion-MNIST dnn pat:2, 10 clients, 3 rounds of 20 steps at lr 0.05):
 #    within 1 point of FedAMP or above (both once mixed with FedAMP's
 #    never-trained global model: 0.794 and 0.773 against 0.984);
@@ -55,10 +55,10 @@ refused() {
         "pfedme --flayer-lr" | "perfedavg --flayer-lr") printf '%s\n' --flayer-lr ;;
         "fedalp --ala" | "fedalp --flayer-agg" | "fedalp --flayer-mask" | "cfl --ala" | "cfl --flayer-agg" | \
             "cfl --flayer-mask" | "fedtsdp --ala" | "fedtsdp --flayer-agg" | "fedtsdp --flayer-mask") printf '%s\n' "$2" ;;
-        # issue 15: they download multiple client models (FedALA, Table 4) and send uploads on whole
+        # they download multiple client models (FedALA, Table 4) and send uploads on whole
         "fedfomo --ala" | "fedfomo --flayer-agg" | "fedfomo --flayer-mask" | "apple --ala" | "apple --flayer-agg" | \
             "apple --flayer-mask") printf '%s\n' "$2" ;;
-        # issue 16: GPFL and FedCP route features through a valve or a policy, ALA learns on
+        # GPFL and FedCP route features through a valve or a policy, ALA learns on
         # the backbone's output head(h); APFL trains with its own steps
         "gpfl --ala" | "fedcp --ala" | "apfl --flayer-lr") printf '%s\n' "$2" ;;
         # the methods that exchange class prototypes: nothing received to mix, no uploaded model to mask
@@ -97,7 +97,7 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fedcac fedas pfl-da fedgc
     moon fedgen fedcross)
 # under the sanitizers (several times slower) the methods whose module paths
-# issue 14 changed, and refusals
+# what the round's semantics changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)
 for algo in "${algos[@]}"; do
     # shellcheck disable=SC2046
@@ -144,13 +144,13 @@ expect_error "bad --step-budget" "--step-budget" "$PFL" run "${tiny[@]}" --step-
 expect_error "--ala-p above what fedper sends" "--ala-p" "$PFL" run "${tiny[@]}" --algo fedper --ala --ala-p 2
 
 if [ "${PFL_SANITIZED:-0}" != 1 ]; then # training speed: the optimized suite runs these
-    # issue 14's setting: FedAMP + ALA must not mix with an untrained model
+    # FedAMP + ALA must not mix with an untrained model
     amp=(--data fmnist --model dnn --partition pat:2 --clients 10 --rounds 3 --local-steps 20 --lr 0.05 --quiet
         --algo fedamp)
     "$PFL" run "${amp[@]}" --out "$TMP/amp" && "$PFL" run "${amp[@]}" --ala --out "$TMP/amp_ala" &&
         "$PFL" run "${amp[@]}" --flayer-agg --out "$TMP/amp_flayer-agg" || fail "fedamp on fmnist: run failed"
     a=$(field amp final_local_acc)
-    for m in ala flayer-agg; do # the head mix took the same untrained model as ALA (0.7726 before issue 14)
+    for m in ala flayer-agg; do # the head mix took the same untrained model as ALA (0.7726 when it did)
         b=$(field "amp_$m" final_local_acc)
         awk -v a="$a" -v b="$b" 'BEGIN { exit !(b >= a - 0.01) }' && pass "fedamp + $m $b within 1 point of fedamp $a" ||
             fail "fedamp + $m $b more than 1 point below fedamp $a"

@@ -68,13 +68,13 @@ case_flags() {
         fedavg_literal) echo --algo fedavg --flayer-mask-literal --join 0.6 ;;
         fedper_mask) echo --algo fedper --flayer-mask --flayer-lr --join 0.6 ;;
         ditto_agg) echo --algo ditto --flayer-agg --join 0.6 ;;
-        # issue 14: ALA on what FedAMP sends (u_i), the models training left evaluated
+        # ALA on what FedAMP sends (u_i), the models training left evaluated
         fedamp_ala) echo --algo fedamp --ala --join 0.6 ;;
         pfedcfr_after_train) echo --algo pfedcfr --eval-moment after-train --join 0.6 ;;
-        # issue 15 (part a): personalized models built when evaluated, on the owner of each client
+        # personalized models built when evaluated, on the owner of each client
         perfedavg_hf_ala) echo --algo perfedavg --perfedavg-hf --ala --join 0.6 ;;
         fedphp_agg) echo --algo fedphp --flayer-agg --join 0.6 ;;
-        # issue 19: each rank's client rows in a file of its own
+        # each rank's client rows in a file of its own
         ditto_file) echo --algo ditto --join 0.6 --client-state "$TMP" ;;
         # --drop-rate: round 1 drops 5 of the 6 selected (fedavg), 7 of 10
         drop_fedavg) echo --algo fedavg --join 0.6 --drop-rate 0.3 ;;
@@ -144,7 +144,7 @@ for name in "${cases[@]}"; do
     read -r -a flags <<<"$(case_flags "$name")"
     compare "$name" 3 "${flags[@]}"
 done
-# issue 19: the client rows are split among the ranks that own them, and
+# The client rows are split among the ranks that own them, and
 # the summary sums what they hold
 if [ "${PFL_SANITIZED:-0}" != 1 ]; then
     a=$(json_field client_state_bytes "$TMP/ditto/inproc/summary.json")
