@@ -15,7 +15,8 @@
 # MNIST mlp (6 one-label clients, 3 rounds); and the BatchNorm modes on
 # resnet18 for the stateful methods (--bn shared, local, stats-local; set
 # FP_BN=0 to skip them: they take minutes). A refused combination prints
-# "refused". Needs data/mnist.
+# "refused". FP_ALGOS="a b ..." runs only those methods (both parts), for a
+# change that touches a few. Needs data/mnist.
 set -u
 PFL=${PFL:-build/pfl}
 export PFL_DATA=${PFL_DATA:-./data}
@@ -58,7 +59,10 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fml fedkd feddbe fedmtl fedbn
     fedcac fedas pfl-da fedgc
     moon fedgen fedcross)
+# only: whether method $1 is in FP_ALGOS (every method without it)
+only() { [ -z "${FP_ALGOS:-}" ] || [[ " $FP_ALGOS " == *" $1 "* ]]; }
 for algo in "${algos[@]}"; do
+    only "$algo" || continue
     for mod in none --ala --flayer-agg --flayer-lr --flayer-mask; do
         mods=()
         [ "$mod" = none ] || mods=("$mod")
@@ -82,12 +86,14 @@ for algo in fedavg fedper fedrep ditto fedala flayer fedamp pfedcfr local lgfeda
     fedphp perfedavg apple partialfed fedfomo scaffold feddyn fedlc fedntd fml fedkd feddbe fedmtl fedbn \
     fedproto fd fedpcl fedgh fedpac \
     fedcac fedas pfl-da fedgc; do
+    only "$algo" || continue
     for mode in shared local stats-local; do
         for join in 1 0.5; do
             run "bn_${algo}_${mode}_j$join" "${bn[@]}" --algo "$algo" --bn "$mode" --join "$join"
         done
     done
 done
+[ -n "${FP_ALGOS:-}" ] && exit 0
 run bn_fedper_ala_local "${bn[@]}" --algo fedper --ala --bn local --join 0.5
 run bn_fedavg_ala_stats "${bn[@]}" --algo fedavg --ala --bn stats-local --join 0.5
 run bn_fedala_aftertrain "${bn[@]}" --algo fedala --bn local --join 0.5 --eval-moment after-train

@@ -97,7 +97,9 @@ static void test_scaffold_by_hand(void) {
     const float y1[2] = {1.0f, 0.5f}, idle[2] = {9.0f, 9.0f};
     const float *ys[3] = {y, y1, idle};
     const float inv[3] = {5.0f, 2.5f, 0.0f};
-    pfl_scaffold_server_control(cs, x, ys, inv, 3, 4, 0, 2);
+    float sum[2] = {0.0f, 0.0f}; /* the slots' sum, in slot order (pfl_slot_sum's order) */
+    for (int k = 0; k < 3; k++) pfl_scaffold_control_sum(sum, cs, x, ys[k], inv[k], 0, 2);
+    pfl_scaffold_control_mean(cs, sum, 4, 0, 2);
     CHECK(cs[0] == 0.5625f && cs[1] == 0.25f, "server control (%g, %g), by hand (0.5625, 0.25)", cs[0], cs[1]);
 }
 
@@ -219,7 +221,9 @@ static void test_feddyn_by_hand(void) {
     float h[2] = {0.0f, 1.0f};
     const float w1[2] = {0.0f, 3.0f};
     const float *ws[2] = {w, w1};
-    pfl_feddyn_server_state(h, g, ws, 2, 4, 0, 2, 0.5f);
+    float sum[2] = {0.0f, 0.0f}; /* the slots' sum, in slot order (pfl_slot_sum's order) */
+    for (int k = 0; k < 2; k++) pfl_feddyn_state_sum(sum, ws[k], g, 0, 2);
+    pfl_feddyn_state_step(h, sum, 4, 0.5f, 0, 2);
     CHECK(h[0] == 0.0f && h[1] == 0.875f, "server state (%g, %g), by hand (0, 0.875)", h[0], h[1]);
 }
 

@@ -145,24 +145,29 @@ extern const pfl_algo pfl_algo_fedntd;
 /* SCAFFOLD, on the elements [off, off + len) of whole vectors: a client's
  * control after training, c_i <- c_i - c + (x - y) * inv, inv = 1 / (K lr);
  * the server's, c <- c + (1/N) sum_k ((x - y_k) * inv_k - c) over the n
- * uploads y_k (those with inv_k 0, which trained no batch, left out). */
+ * uploads y_k (those with inv_k 0, which trained no batch, left out), as a
+ * sum over the slots (control_sum adds upload y_k's term to acc, in slot
+ * order: pfl_slot_sum) and its mean (control_mean: c += acc / N). */
 /* SCAFFOLD's control variates as they stand (num_params floats): the
  * server's c for client -1, else client's c_i (valid until it trains). */
 const float *pfl_scaffold_control(const pfl_fl *fl, int client);
 void pfl_scaffold_control_update(float *ci, const float *c, const float *x, const float *y, size_t off, size_t len,
                                  float inv);
-void pfl_scaffold_server_control(float *c, const float *x, const float *const *ys, const float *inv, int n, int N,
-                                 size_t off, size_t len);
+void pfl_scaffold_control_sum(float *acc, const float *c, const float *x, const float *y, float inv, size_t off,
+                              size_t len);
+void pfl_scaffold_control_mean(float *c, const float *acc, int N, size_t off, size_t len);
 /* FedDyn, on [off, off + len): a client's linear-term vector after training,
  * grad <- grad - alpha (w - w_global); the server state, h <- h - alpha/N
- * sum_k (w_k - w_global); the gradient PFLlib's penalty alpha/2 ||w - w_global||
+ * sum_k (w_k - w_global), as a sum over the slots (state_sum adds w_k -
+ * w_global to acc, in slot order: pfl_slot_sum) and its step (state_step:
+ * h -= alpha (acc / N)); the gradient PFLlib's penalty alpha/2 ||w - w_global||
  * adds (zero where w = w_global). */
 /* FedDyn's state (num_params floats): the server's h for client -1, else
  * client's linear-term vector grad_k (valid until it trains). */
 const float *pfl_feddyn_state(const pfl_fl *fl, int client);
 void pfl_feddyn_client_update(float *grad, const float *w, const float *global, size_t off, size_t len, float alpha);
-void pfl_feddyn_server_state(float *h, const float *global, const float *const *ws, int n, int N, size_t off,
-                             size_t len, float alpha);
+void pfl_feddyn_state_sum(float *acc, const float *w, const float *global, size_t off, size_t len);
+void pfl_feddyn_state_step(float *h, const float *acc, int N, float alpha, size_t off, size_t len);
 /* FedLC's per-class offsets -tau n_y^(-1/4) (-INFINITY for a class without
  * samples) from the counts n_y of C classes. */
 void pfl_fedlc_offsets(const double *counts, int C, float tau, float *offset);

@@ -31,6 +31,7 @@
 
 typedef struct {
     float *h;        /* the server state (num_params; zero outside the shared layers) */
+    float *sum;      /* scratch: the round's sum of the uploads' drift from the global model (num_params) */
     pfl_store *grad; /* per client its linear term's vector grad_k (num_params), zero until it trains */
     pfl_spans spans; /* the shared layers' parameters */
 } feddyn_state;
@@ -61,14 +62,14 @@ static int feddyn_create(pfl_fl *fl) {
     feddyn_state *s = pfl_calloc(1, sizeof *s);
     if (!(fl->algo_state = s)) return -1;
     pfl_shared_param_spans(fl, &s->spans);
-    if (!(s->h = pfl_calloc(P, sizeof(float)))) return -1;
+    if (!(s->h = pfl_calloc(P, sizeof(float))) || !(s->sum = pfl_malloc(P * sizeof(float)))) return -1;
     s->grad = pfl_fl_store(fl, "feddyn-grad", fl->cfg.clients, P, s->h); /* zero rows */
     return s->grad ? 0 : -1;
 }
 
 static void feddyn_destroy(pfl_fl *fl) {
     feddyn_state *s = fl->algo_state;
-    if (s) free(s->h);
+    if (s) free(s->h), free(s->sum);
     free(s);
     fl->algo_state = NULL;
 }
@@ -82,13 +83,12 @@ void pfl_feddyn_client_update(float *grad, const float *w, const float *global, 
     for (size_t j = off; j < off + len; j++) grad[j] = grad[j] - alpha * (w[j] - global[j]);
 }
 
-void pfl_feddyn_server_state(float *h, const float *global, const float *const *ws, int n, int N, size_t off,
-                             size_t len, float alpha) {
-    for (size_t j = off; j < off + len; j++) {
-        float sum = 0.0f;
-        for (int k = 0; k < n; k++) sum += ws[k][j] - global[j];
-        h[j] -= alpha * (sum / (float)N);
-    }
+void pfl_feddyn_state_sum(float *acc, const float *w, const float *global, size_t off, size_t len) {
+    for (size_t j = off; j < off + len; j++) acc[j] += w[j] - global[j];
+}
+
+void pfl_feddyn_state_step(float *h, const float *acc, int N, float alpha, size_t off, size_t len) {
+    for (size_t j = off; j < off + len; j++) h[j] -= alpha * (acc[j] / (float)N);
 }
 
 /* PFLlib's alpha/2 ||w - w_global|| over the spans: its gradient alpha/2 (w - w_global) / ||w - w_global||,
@@ -145,13 +145,30 @@ static void feddyn_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pf
     pfl_store_release(s->grad, client);
 }
 
+/* What pfl_slot_sum hands h's sum: the round's uploads and the global model they left. */
+typedef struct {
+    const feddyn_state *s;
+    const float *global;
+    float *const *uploads;
+} state_sum;
+
+static void add_drift(void *ctx, int slot, float *acc) {
+    const state_sum *ss = ctx;
+    const pfl_spans *sp = &ss->s->spans;
+    for (int k = 0; k < sp->count; k++)
+        pfl_feddyn_state_sum(acc, ss->uploads[slot], ss->global, sp->offset[k], sp->length[k]);
+}
+
 static void feddyn_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
     feddyn_state *s = fl->algo_state;
     const float alpha = fl->cfg.algo.dyn_alpha;
-    if (alpha != 0.0f)
+    if (alpha != 0.0f) { /* h from the uploads' drift: a sum over the slots, along the ranks under MPI */
+        memset(s->sum, 0, fl->model->num_params * sizeof(float));
+        const state_sum ss = {s, fl->global, uploads};
+        if (pfl_slot_sum(fl, n, &s->spans, s->sum, add_drift, (void *)&ss)) return;
         for (int k = 0; k < s->spans.count; k++)
-            pfl_feddyn_server_state(s->h, fl->global, (const float *const *)uploads, n, fl->cfg.clients,
-                                    s->spans.offset[k], s->spans.length[k], alpha);
+            pfl_feddyn_state_step(s->h, s->sum, fl->cfg.clients, alpha, s->spans.offset[k], s->spans.length[k]);
+    }
     pfl_server_mean(fl, clients, n, uploads, pfl_server_mean_by_samples(&fl->cfg));
     if (alpha == 0.0f) return; /* h is zero: the mean is the model */
     const float inv = 1.0f / alpha;
@@ -192,13 +209,11 @@ const pfl_algo pfl_algo_feddyn = {
                    "state h corrects the mean (--dyn-alpha, --dyn-penalty, --server-mean)",
     PFL_PARAMS(feddyn_params),
     .has_global = true,
-    .whole_uploads = true, /* MPI: the server state and the uniform mean read every upload */
     .check = feddyn_check,
     .create = feddyn_create,
     .destroy = feddyn_destroy,
     .local_train = feddyn_train,
     .aggregate = feddyn_aggregate,
-    .message_bytes = pfl_server_mean_message_bytes,
     .save = feddyn_save,
     .load = feddyn_load,
 };

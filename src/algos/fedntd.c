@@ -88,9 +88,7 @@ const pfl_algo pfl_algo_fedntd = {
                    "not-true classes (--ntd-beta, --ntd-tau, --server-mean)",
     PFL_PARAMS(fedntd_params),
     .has_global = true,
-    .whole_uploads = true, /* MPI: the uniform mean reads every upload (server_mean.h) */
     .check = fedntd_check,
     .local_train = fedntd_train,
     .aggregate = fedntd_aggregate,
-    .message_bytes = pfl_server_mean_message_bytes,
 };

@@ -33,6 +33,7 @@
 typedef struct {
     float *c;        /* the server's control variate (num_params; zero outside the shared layers) */
     float *x;        /* scratch: the global model before an aggregation (num_params) */
+    float *sum;      /* scratch: the round's sum of the controls' changes (num_params) */
     float *inv;      /* scratch: 1 / (K_k eta_l) of each upload of a round (0: the client trained no batch) */
     pfl_store *ci;   /* per client its control variate c_i (num_params), zero until it trains */
     pfl_spans spans; /* the shared layers' parameters: where the controls live */
@@ -61,6 +62,7 @@ static int scaffold_create(pfl_fl *fl) {
     const int n = pfl_clients_per_round(&fl->cfg);
     float *zeros = pfl_calloc(P, sizeof(float));
     if (!zeros || !(s->c = pfl_calloc(P, sizeof(float))) || !(s->x = pfl_malloc(P * sizeof(float))) ||
+        !(s->sum = pfl_malloc(P * sizeof(float))) ||
         !(s->inv = pfl_calloc((size_t)n, sizeof(float)))) {
         free(zeros);
         return -1;
@@ -72,7 +74,7 @@ static int scaffold_create(pfl_fl *fl) {
 
 static void scaffold_destroy(pfl_fl *fl) {
     scaffold_state *s = fl->algo_state;
-    if (s) free(s->c), free(s->x), free(s->inv);
+    if (s) free(s->c), free(s->x), free(s->sum), free(s->inv);
     free(s);
     fl->algo_state = NULL;
 }
@@ -94,14 +96,14 @@ void pfl_scaffold_control_update(float *ci, const float *c, const float *x, cons
     for (size_t j = off; j < off + len; j++) ci[j] = ci[j] - c[j] + (x[j] - y[j]) * inv;
 }
 
-void pfl_scaffold_server_control(float *c, const float *x, const float *const *ys, const float *inv, int n, int N,
-                                 size_t off, size_t len) {
-    for (size_t j = off; j < off + len; j++) {
-        float sum = 0.0f;
-        for (int k = 0; k < n; k++)
-            if (inv[k] != 0.0f) sum += (x[j] - ys[k][j]) * inv[k] - c[j]; /* c_k+ - c_k */
-        c[j] += sum / (float)N;
-    }
+void pfl_scaffold_control_sum(float *acc, const float *c, const float *x, const float *y, float inv, size_t off,
+                              size_t len) {
+    if (inv == 0.0f) return; /* the client trained no batch: no control change */
+    for (size_t j = off; j < off + len; j++) acc[j] += (x[j] - y[j]) * inv - c[j]; /* c_k+ - c_k */
+}
+
+void pfl_scaffold_control_mean(float *c, const float *acc, int N, size_t off, size_t len) {
+    for (size_t j = off; j < off + len; j++) c[j] += acc[j] / (float)N;
 }
 
 /* The gradient term: g + (c - c_i), the correction precomputed in ctx. */
@@ -135,14 +137,33 @@ static void scaffold_train(pfl_fl *fl, int client, pfl_worker *w, float *model, 
     pfl_store_release(s->ci, client);
 }
 
+/* What pfl_slot_sum hands the control sum: the round's uploads and what the
+ * server holds (x as the clients had it). */
+typedef struct {
+    const scaffold_state *s;
+    const float *x;
+    float *const *uploads;
+} control_sum;
+
+static void add_control_change(void *ctx, int slot, float *acc) {
+    const control_sum *cs = ctx;
+    const pfl_spans *sp = &cs->s->spans;
+    for (int k = 0; k < sp->count; k++)
+        pfl_scaffold_control_sum(acc, cs->s->c, cs->x, cs->uploads[slot], cs->s->inv[slot], sp->offset[k],
+                                 sp->length[k]);
+}
+
 static void scaffold_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
     scaffold_state *s = fl->algo_state;
     const float eta_g = fl->cfg.algo.server_lr;
     for (int k = 0; k < n; k++) s->inv[k] = inverse_steps_lr(fl, clients[k]);
-    /* c from the controls' changes, with x and c as the clients had them */
+    /* c from the controls' changes, with x and c as the clients had them: a
+     * sum over the slots, along the ranks under MPI */
+    memset(s->sum, 0, fl->model->num_params * sizeof(float));
+    const control_sum cs = {s, fl->global, uploads};
+    if (pfl_slot_sum(fl, n, &s->spans, s->sum, add_control_change, (void *)&cs)) return;
     for (int k = 0; k < s->spans.count; k++)
-        pfl_scaffold_server_control(s->c, fl->global, (const float *const *)uploads, s->inv, n, fl->cfg.clients,
-                                    s->spans.offset[k], s->spans.length[k]);
+        pfl_scaffold_control_mean(s->c, s->sum, fl->cfg.clients, s->spans.offset[k], s->spans.length[k]);
     /* x + eta_g (mean - x); with eta_g = 1 the mean itself, FedAvg's bits under --server-mean samples */
     memcpy(s->x, fl->global, fl->model->num_params * sizeof(float));
     pfl_server_mean(fl, clients, n, uploads, pfl_server_mean_by_samples(&fl->cfg));
@@ -157,7 +178,7 @@ static void scaffold_aggregate(pfl_fl *fl, const int *clients, int n, float *con
 static void scaffold_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload,
                                    uint64_t *down, uint64_t *up) {
     const scaffold_state *s = fl->algo_state;
-    pfl_server_mean_message_bytes(fl, client, sent, upload, down, up);
+    pfl_default_message_bytes(fl, client, sent, upload, down, up);
     *down += 4 * (uint64_t)s->spans.floats;
     *up += 4 * (uint64_t)s->spans.floats;
 }
@@ -192,7 +213,6 @@ const pfl_algo pfl_algo_scaffold = {
                    "(Option II; --server-lr, --server-mean)",
     PFL_PARAMS(scaffold_params),
     .has_global = true,
-    .whole_uploads = true, /* MPI: the server state and the uniform mean read every upload */
     .check = scaffold_check,
     .create = scaffold_create,
     .destroy = scaffold_destroy,

@@ -21,19 +21,10 @@ void pfl_shared_param_spans(const pfl_fl *fl, pfl_spans *out);
 
 /* The mean of the n uploads into fl->global over the shared layers: with
  * `by_samples` FedAvg's (pfl_default_aggregate, so the same bits), else
- * each upload weighted 1/n, added in slot order (under FLAYER's mask 1 over
- * the uploads that sent an element, as pfl_default_aggregate's masked mean
- * with equal weights); the running statistics FedAvg's weighted mean either
- * way. The uniform mean is no sum along the ranks (pfl_default_aggregate's
- * weights are the samples): a method that uses it gathers the uploads under
- * MPI (whole_uploads) and counts its bytes with the next function. */
+ * uniform (pfl_uniform_aggregate: each upload weighted 1/n, added in slot
+ * order; under FLAYER's mask 1 over the uploads that sent an element); the
+ * running statistics FedAvg's weighted mean either way. Both are sums along
+ * the ranks under MPI, so none of the three methods gathers the uploads. */
 void pfl_server_mean(pfl_fl *fl, const int *clients, int n, float *const *uploads, bool by_samples);
-
-/* pfl_default_message_bytes with the upload counted as a method that does
- * not gather sends it (the shared layers, or the masked part and its
- * bitmap): the gather under MPI moves whole uploads between processes, the
- * client still sends the server only these. */
-void pfl_server_mean_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent, const float *upload,
-                                   uint64_t *down, uint64_t *up);
 
 #endif

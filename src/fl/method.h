@@ -177,6 +177,25 @@ void pfl_default_upload(pfl_fl *fl, int client, const float *model, float *uploa
  * only its own uploads (the others NULL) and the sum runs along the ranks,
  * to the same bits as in one process (stages.c). */
 void pfl_default_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads);
+/* The same with the shared parameters' mean uniform, each upload weighing
+ * 1/n (1 among the senders of an element under FLAYER's mask), added in
+ * slot order; the running statistics still by training samples. SCAFFOLD's,
+ * FedDyn's and FedNTD's server mean (PFLlib's). A reduction under MPI, as
+ * pfl_default_aggregate. */
+void pfl_uniform_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads);
+
+/* A method's own sum over the round's upload slots, for server state that
+ * is such a sum (SCAFFOLD's c, FedDyn's h): `add` adds slot k's part to
+ * `acc`, a model-long vector, within `spans`, each element in slot order.
+ * In one process it is called for k = 0..n-1. Under MPI, for a method that
+ * does not gather (whole_uploads false), a collective: a rank calls it for
+ * its own slots only (the others' uploads it does not hold) on the running
+ * sum it receives from the rank before, passes it on, and the last rank's
+ * sum goes to every rank, so every rank's acc is the one-process bits. acc
+ * starts as the caller sets it, the same on every rank (zero). 0, or -1 with
+ * a message (the round then fails). */
+typedef void (*pfl_slot_add)(void *ctx, int slot, float *acc);
+int pfl_slot_sum(pfl_fl *fl, int n, const pfl_spans *spans, float *acc, pfl_slot_add add, void *ctx);
 
 /* What a round's messages with `client` cost when the method says nothing
  * else (4 bytes a float): down, the parameters of the shared layers and

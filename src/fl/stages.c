@@ -56,22 +56,35 @@ void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent
 typedef struct {
     size_t off, len;
     bool masked;          /* fl->sent applies (trained parameters under the upload mask) */
+    bool uniform;         /* each upload weighs 1 (a uniform mean), not its client's training samples */
+    double total;         /* the weights' sum over the round's slots */
     double *sum, *weight; /* the mean over senders only; NULL: into fl->global */
 } agg_span;
 
 /* The spans the aggregation writes: the shared layers' parameters, then
  * their running statistics where shared (--bn shared). `fl->sent` and
- * flayer_mask_literal choose how a parameter span sums. Fills spans (room
- * for 2 x rows) and returns how many. */
-static int aggregation_spans(const pfl_fl *fl, agg_span *spans) {
+ * flayer_mask_literal choose how a parameter span sums; `uniform` weighs
+ * the parameters' uploads equally (the statistics always by samples, over
+ * `samples`, the round's total; n slots). Fills spans (room for 2 x rows)
+ * and returns how many. */
+static int aggregation_spans(const pfl_fl *fl, agg_span *spans, bool uniform, double samples, int n_slots) {
     const pfl_model *m = fl->model;
+    const double param_total = uniform ? (double)n_slots : samples;
     int n = 0;
-    for (int l = 0; l < pfl_model_rows(m); l++) /* extra blocks too */
-        if (fl->shared[l])
-            spans[n++] = (agg_span){m->layers[l].offset, m->layers[l].length, fl->sent != NULL, NULL, NULL};
+    for (int l = 0; l < pfl_model_rows(m); l++) { /* extra blocks too */
+        if (!fl->shared[l]) continue;
+        const size_t off = m->layers[l].offset, len = m->layers[l].length;
+        /* the uniform mean over adjacent layers joined: cblas_saxpy's bits
+         * depend on where a span starts and ends (its vector body and its
+         * tail round differently), and these are the spans the uniform mean
+         * has always summed over (SCAFFOLD's, FedDyn's and FedNTD's results) */
+        if (uniform && n > 0 && spans[n - 1].off + spans[n - 1].len == off) spans[n - 1].len += len;
+        else spans[n++] = (agg_span){off, len, fl->sent != NULL, uniform, param_total, NULL, NULL};
+    }
     for (int l = 0; l < m->num_layers; l++)
         if (m->layers[l].state_length > 0 && pfl_state_shared(fl, l)) /* the mask covers trained parameters only */
-            spans[n++] = (agg_span){m->layers[l].state_offset, m->layers[l].state_length, false, NULL, NULL};
+            spans[n++] = (agg_span){m->layers[l].state_offset, m->layers[l].state_length, false, false, samples,
+                                    NULL, NULL};
     return n;
 }
 
@@ -90,13 +103,13 @@ static void span_start(pfl_fl *fl, const agg_span *s) {
 }
 
 /* Adds slots [first, end) to a span's sum, each weighted by its client's
- * training samples (over `total`). */
-static void span_add(pfl_fl *fl, const agg_span *s, const int *clients, float *const *uploads, int first, int end,
-                     double total) {
+ * training samples, or by 1 for a uniform span (over the span's total). */
+static void span_add(pfl_fl *fl, const agg_span *s, const int *clients, float *const *uploads, int first, int end) {
     float *g = fl->global + s->off;
+    const double total = s->total;
     for (int k = first; k < end; k++) {
         const float *u = uploads[k] + s->off;
-        const double n_train = fl->part->clients[clients[k]].n_train;
+        const double n_train = s->uniform ? 1.0 : fl->part->clients[clients[k]].n_train;
         if (s->sum) { /* Eq. 9 per element: the weighted mean over the clients that sent it */
             const uint8_t *sent = fl->sent[k] + s->off;
             for (size_t j = 0; j < s->len; j++)
@@ -125,19 +138,19 @@ static void span_finish(pfl_fl *fl, const agg_span *s) {
  * of BLOCK elements (its sums need no more room). */
 #define BLOCK 4096
 static void aggregate_here(pfl_fl *fl, const agg_span *spans, int n_spans, const int *clients, int n,
-                           float *const *uploads, double total) {
+                           float *const *uploads) {
     double sum[BLOCK], weight[BLOCK];
     for (int i = 0; i < n_spans; i++) {
         if (!mean_over_senders(fl, &spans[i])) {
             span_start(fl, &spans[i]);
-            span_add(fl, &spans[i], clients, uploads, 0, n, total);
+            span_add(fl, &spans[i], clients, uploads, 0, n);
             continue;
         }
         for (size_t at = 0; at < spans[i].len; at += BLOCK) {
             const size_t len = spans[i].len - at < BLOCK ? spans[i].len - at : BLOCK;
-            const agg_span piece = {spans[i].off + at, len, true, sum, weight};
+            const agg_span piece = {spans[i].off + at, len, true, spans[i].uniform, spans[i].total, sum, weight};
             span_start(fl, &piece);
-            span_add(fl, &piece, clients, uploads, 0, n, total);
+            span_add(fl, &piece, clients, uploads, 0, n);
             span_finish(fl, &piece);
         }
     }
@@ -171,8 +184,7 @@ static int rank_with_slots(const int *slot_first, int size, int rank, int step) 
 
 /* MPI: the sum along the ranks (see above); the mean over senders keeps
  * whole-span sums in double for the way. 0 or -1 with a message. */
-static int aggregate_along_ranks(pfl_fl *fl, agg_span *spans, int n_spans, const int *clients, float *const *uploads,
-                                 double total) {
+static int aggregate_along_ranks(pfl_fl *fl, agg_span *spans, int n_spans, const int *clients, float *const *uploads) {
     pfl_transport *t = fl->cfg.transport;
     const int *slot_first = fl->reducing, me = t->rank;
     const int first = slot_first[me], end = slot_first[me + 1];
@@ -188,7 +200,7 @@ static int aggregate_along_ranks(pfl_fl *fl, agg_span *spans, int n_spans, const
         if (before < 0)
             for (int i = 0; i < n_spans; i++) span_start(fl, &spans[i]);
         else rc = pass_sums(fl, spans, n_spans, before, false);
-        for (int i = 0; i < n_spans && rc == 0; i++) span_add(fl, &spans[i], clients, uploads, first, end, total);
+        for (int i = 0; i < n_spans && rc == 0; i++) span_add(fl, &spans[i], clients, uploads, first, end);
         if (rc == 0 && after >= 0) rc = pass_sums(fl, spans, n_spans, after, true);
         for (int i = 0; i < n_spans && rc == 0 && after < 0; i++) span_finish(fl, &spans[i]);
     }
@@ -199,19 +211,62 @@ static int aggregate_along_ranks(pfl_fl *fl, agg_span *spans, int n_spans, const
     return rc;
 }
 
-void pfl_default_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
-    double total = 0.0;
-    for (int k = 0; k < n; k++) total += fl->part->clients[clients[k]].n_train;
-    if (total <= 0.0) return;
+static void aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads, bool uniform) {
+    double samples = 0.0;
+    for (int k = 0; k < n; k++) samples += fl->part->clients[clients[k]].n_train;
+    if (samples <= 0.0) return;
     agg_span *spans = pfl_malloc(sizeof *spans * 2 * (size_t)pfl_model_rows(fl->model));
     if (!spans) {
         fl->reduce_failed = true;
         return;
     }
-    const int n_spans = aggregation_spans(fl, spans);
-    if (!fl->reducing) aggregate_here(fl, spans, n_spans, clients, n, uploads, total);
-    else if (aggregate_along_ranks(fl, spans, n_spans, clients, uploads, total)) fl->reduce_failed = true;
+    const int n_spans = aggregation_spans(fl, spans, uniform, samples, n);
+    if (!fl->reducing) aggregate_here(fl, spans, n_spans, clients, n, uploads);
+    else if (aggregate_along_ranks(fl, spans, n_spans, clients, uploads)) fl->reduce_failed = true;
     free(spans);
+}
+
+void pfl_default_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
+    aggregate(fl, clients, n, uploads, false);
+}
+
+void pfl_uniform_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
+    aggregate(fl, clients, n, uploads, true);
+}
+
+/* ---- a method's own sums over the slots (method.h) ---- */
+
+/* MPI: the running sum's spans to (send) or from the rank `peer`. */
+static int pass_spans(pfl_transport *t, const pfl_spans *spans, float *acc, int peer, bool send) {
+    for (int i = 0; i < spans->count; i++) {
+        void *at = acc + spans->offset[i];
+        const size_t bytes = spans->length[i] * sizeof(float);
+        if (send ? pfl_transport_send(t, at, bytes, peer) : pfl_transport_recv(t, at, bytes, peer)) return -1;
+    }
+    return 0;
+}
+
+int pfl_slot_sum(pfl_fl *fl, int n, const pfl_spans *spans, float *acc, pfl_slot_add add, void *ctx) {
+    if (!fl->reducing) {
+        for (int k = 0; k < n; k++) add(ctx, k, acc);
+        return 0;
+    }
+    /* as aggregate_along_ranks: the slots' order kept from rank to rank */
+    pfl_transport *t = fl->cfg.transport;
+    const int *slot_first = fl->reducing, me = t->rank;
+    const int first = slot_first[me], end = slot_first[me + 1];
+    const int before = rank_with_slots(slot_first, t->size, me, -1), after = rank_with_slots(slot_first, t->size, me, +1);
+    const int last = rank_with_slots(slot_first, t->size, t->size, -1);
+    int rc = 0;
+    if (end > first) {
+        if (before >= 0) rc = pass_spans(t, spans, acc, before, false);
+        for (int k = first; k < end && rc == 0; k++) add(ctx, k, acc);
+        if (rc == 0 && after >= 0) rc = pass_spans(t, spans, acc, after, true);
+    }
+    for (int i = 0; i < spans->count && rc == 0 && last >= 0; i++)
+        rc = pfl_transport_share(t, acc + spans->offset[i], spans->length[i] * sizeof(float), last);
+    if (rc) fl->reduce_failed = true;
+    return rc;
 }
 
 /* ---- BatchNorm state ---- */

@@ -10,8 +10,8 @@
 # or SIGTERM to a rank at a random moment and resumed with 3 and with 2
 # ranks; --seeds with checkpoints refused under mpirun with one line. Skipped (exit
 # 77) when pfl was built without MPI or mpirun is missing. Under the
-# sanitizers seven cases run (dense, masked, fused and clustered uploads,
-# drops, and extra parameter blocks), with LeakSanitizer off: Open MPI keeps allocations until exit
+# sanitizers eight cases run (dense, masked, fused and clustered uploads,
+# drops, extra parameter blocks, and SCAFFOLD's own sums along the ranks), with LeakSanitizer off: Open MPI keeps allocations until exit
 # that LeakSanitizer reports as leaks.
 . tests/e2e/lib.sh
 
@@ -125,7 +125,7 @@ fi
 text=()
 [ -f "$agnews_dir/agnews/test.csv" ] && text=(fasttext) || echo "no AG News: the fasttext case is left out"
 if [ "${PFL_SANITIZED:-0}" = 1 ]; then
-    cases=(fedavg flayer pfedcfr fedalp drop_fedavg fedcp gpfl)
+    cases=(fedavg flayer pfedcfr fedalp drop_fedavg fedcp gpfl drop_scaffold)
     twice=(fedavg)
 else
     cases=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fedalp pfedme cfl fedtsdp
@@ -192,6 +192,16 @@ up=$(json_field bytes_to_server_per_round "$TMP/fedavg/np3/summary.json")
 [ "$(json_field aggregation "$TMP/fedavg/np3/summary.json")" = reduce ] &&
     [ "$(json_field aggregation "$TMP/pfedcfr/np3/summary.json")" = gather ] &&
     pass "the summary says fedavg reduces and pfedcfr gathers" || fail "aggregation fields: fedavg reduce, pfedcfr gather"
+# SCAFFOLD's c, FedDyn's h and the three's uniform mean are sums along the ranks (pfl_slot_sum), not a gather
+# (4 processes: a middle rank receives the running sums and passes them on)
+[ "${PFL_SANITIZED:-0}" = 1 ] || {
+    for name in drop_scaffold feddyn fedntd_mask; do
+        [ "$(json_field aggregation "$TMP/$name/np3/summary.json")" = reduce ] && pass "$name reduces under MPI" ||
+            fail "$name: aggregation $(json_field aggregation "$TMP/$name/np3/summary.json"), want reduce"
+    done
+    compare drop_scaffold 4 $(case_flags drop_scaffold)
+    compare feddyn 4 $(case_flags feddyn)
+}
 [ "${PFL_SANITIZED:-0}" = 1 ] || {
     compare fedavg 4 $(case_flags fedavg)
     most=$(json_field bytes_to_a_client_rank_per_round "$TMP/fedavg/np4/summary.json")

@@ -59,9 +59,10 @@ for name in fedavg3 feddyn3 fedlc3 fedntd3 scaffold3; do
     [ "$(json_field bytes_down_per_round "$s")" = $want ] && [ "$(json_field bytes_up_per_round "$s")" = $want ] &&
         pass "$name: $want bytes each way per round" || fail "$name bytes: $(grep bytes_ "$s")"
 done
-# SCAFFOLD, FedDyn and FedNTD gather whole uploads under MPI; a client still
-# sends only what FedAvg's would: under FLAYER's mask the parameters it sent
-# and a bitmap, fewer bytes than the model it received
+# SCAFFOLD, FedDyn and FedNTD reduce under MPI (their server state and
+# uniform mean are sums over the slots), so a client sends only what
+# FedAvg's would: under FLAYER's mask the parameters it sent and a bitmap,
+# fewer bytes than the model it received
 run fedntd_mask --algo fedntd --rounds 1 --flayer-mask
 s="$TMP/fedntd_mask/summary.json"
 up=$(json_field bytes_up_per_round "$s")
