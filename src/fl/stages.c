@@ -182,14 +182,26 @@ static int rank_with_slots(const int *slot_first, int size, int rank, int step) 
     return -1;
 }
 
+/* This rank's place in the chain of a sum along the ranks: its slots
+ * [first, end), the ranks with slots just before and after it (-1: none),
+ * and the last rank with slots, whose result every rank receives. */
+typedef struct {
+    int first, end, before, after, last;
+} chain_place;
+
+static chain_place chain_place_here(const pfl_fl *fl) {
+    const pfl_transport *t = fl->cfg.transport;
+    const int *slot_first = fl->reducing, me = t->rank;
+    return (chain_place){slot_first[me], slot_first[me + 1], rank_with_slots(slot_first, t->size, me, -1),
+                         rank_with_slots(slot_first, t->size, me, +1), rank_with_slots(slot_first, t->size, t->size, -1)};
+}
+
 /* MPI: the sum along the ranks (see above); the mean over senders keeps
  * whole-span sums in double for the way. 0 or -1 with a message. */
 static int aggregate_along_ranks(pfl_fl *fl, agg_span *spans, int n_spans, const int *clients, float *const *uploads) {
     pfl_transport *t = fl->cfg.transport;
-    const int *slot_first = fl->reducing, me = t->rank;
-    const int first = slot_first[me], end = slot_first[me + 1];
-    const int before = rank_with_slots(slot_first, t->size, me, -1), after = rank_with_slots(slot_first, t->size, me, +1);
-    const int last = rank_with_slots(slot_first, t->size, t->size, -1);
+    const chain_place at = chain_place_here(fl);
+    const int first = at.first, end = at.end, before = at.before, after = at.after, last = at.last;
     int rc = 0;
     for (int i = 0; i < n_spans && rc == 0; i++)
         if (mean_over_senders(fl, &spans[i]) &&
@@ -253,10 +265,8 @@ int pfl_slot_sum(pfl_fl *fl, int n, const pfl_spans *spans, float *acc, pfl_slot
     }
     /* as aggregate_along_ranks: the slots' order kept from rank to rank */
     pfl_transport *t = fl->cfg.transport;
-    const int *slot_first = fl->reducing, me = t->rank;
-    const int first = slot_first[me], end = slot_first[me + 1];
-    const int before = rank_with_slots(slot_first, t->size, me, -1), after = rank_with_slots(slot_first, t->size, me, +1);
-    const int last = rank_with_slots(slot_first, t->size, t->size, -1);
+    const chain_place at = chain_place_here(fl);
+    const int first = at.first, end = at.end, before = at.before, after = at.after, last = at.last;
     int rc = 0;
     if (end > first) {
         if (before >= 0) rc = pass_spans(t, spans, acc, before, false);
