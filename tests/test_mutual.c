@@ -320,6 +320,46 @@ static void test_messages_and_mean(void) {
     tiny_fed_free(&f);
 }
 
+/* FML's server: the plain mean of the uploads, summed in double, each alike (not by the clients' 4 : 12 : 5
+ * samples: three, so a float 1/3 weight would round differently); under FLAYER's mask each element over the
+ * uploads that sent it, one nobody sent keeping its value. Bit for bit. */
+static void test_fml_mean(void) {
+    for (int masked = 0; masked <= 1; masked++) {
+        pfl_config cfg = tiny_config(3);
+        cfg.modules.flayer_mask = masked;
+        const int n_train[3] = {4, 12, 5}, n_test[3] = {1, 1, 1};
+        tiny_fed f;
+        tiny_fed_init(&f, &pfl_algo_fml, cfg, n_train, n_test);
+        pfl_fl *fl = &f.fl;
+        const size_t V = pfl_model_vector_len(fl->model), P = fl->model->num_params;
+        float *u[3], *before = tiny_floats(V);
+        pfl_rng r = tiny_rng(5);
+        for (int k = 0; k < 3; k++) u[k] = tiny_floats(V), tiny_fill(u[k], V, -1, 1, &r);
+        memcpy(before, fl->global, V * sizeof(float));
+        /* j % 4 == 1: all three send; 0, 3, 2: all but client 0, 1, 2; j % 7 == 6: none */
+        for (int k = 0; masked && k < 3; k++)
+            for (size_t j = 0; j < P; j++) fl->sent[k][j] = (j + (size_t)k) % 4 != 0 && j % 7 != 6;
+        float *const uploads[3] = {u[0], u[1], u[2]};
+        const int clients[3] = {0, 1, 2};
+        fl->round = 1;
+        pfl_algo_fml.aggregate(fl, clients, 3, uploads);
+        size_t bad = 0;
+        for (size_t j = 0; j < V; j++) {
+            double sum = 0.0;
+            int senders = 0;
+            for (int k = 0; k < 3; k++)
+                if (!masked || j >= P || fl->sent[k][j]) sum += u[k][j], senders++;
+            const float want = senders > 0 ? (float)(sum / senders) : before[j];
+            bad += memcmp(&fl->global[j], &want, sizeof want) != 0;
+        }
+        CHECK(bad == 0, "fml mean (mask %d): %zu of %zu elements differ from the plain mean in double", masked, bad,
+              V);
+        for (int k = 0; k < 3; k++) free(u[k]);
+        free(before);
+        tiny_fed_free(&f);
+    }
+}
+
 int main(void) {
     test_kl_by_hand();
     test_clip();
@@ -328,5 +368,6 @@ int main(void) {
     test_rank_rule();
     test_truncate();
     test_messages_and_mean();
+    test_fml_mean();
     TEST_MAIN_END();
 }

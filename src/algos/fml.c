@@ -127,10 +127,9 @@ const pfl_algo pfl_algo_fml = {
     .has_global = true,
     .stateful = true,
     .keeps_state = true,
-    .whole_uploads = true, /* its own aggregation reads every upload (not through pfl_default_aggregate) */
     .check = fml_check,
     .local_init = fml_init,
     .local_train = fml_train,
     .finish = fml_finish,
-    .aggregate = pfl_mutual_mean,
+    .aggregate = pfl_plain_mean_aggregate,
 };

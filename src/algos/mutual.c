@@ -59,27 +59,3 @@ void pfl_mutual_clip(pfl_exec *x, pfl_xbuf *g, size_t n, float max_norm) {
     float *h = pfl_exec_host(g);
     for (size_t j = 0; j < n; j++) h[j] *= (float)coef;
 }
-
-/* global[off..off+len) = the mean of the uploads there, each element over
- * the clients that sent it under FLAYER's mask (`masked`: parameters). */
-static void mean_span(pfl_fl *fl, int n, float *const *uploads, size_t off, size_t len, bool masked) {
-    float *g = fl->global + off;
-    for (size_t j = 0; j < len; j++) {
-        double sum = 0.0;
-        int senders = 0;
-        for (int k = 0; k < n; k++)
-            if (!masked || fl->sent[k][off + j]) sum += uploads[k][off + j], senders++;
-        if (senders > 0) g[j] = (float)(sum / senders);
-    }
-}
-
-void pfl_mutual_mean(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
-    (void)clients;
-    const pfl_model *m = fl->model;
-    for (int l = 0; l < pfl_model_rows(m); l++) {
-        if (!fl->shared[l]) continue;
-        mean_span(fl, n, uploads, m->layers[l].offset, m->layers[l].length, fl->sent != NULL);
-        if (l < m->num_layers && m->layers[l].state_length > 0 && pfl_state_shared(fl, l))
-            mean_span(fl, n, uploads, m->layers[l].state_offset, m->layers[l].state_length, false);
-    }
-}

@@ -30,12 +30,6 @@ double pfl_mutual_xent(const float *z, const uint8_t *y, int B, int C);
  * methods' own batches run there). */
 void pfl_mutual_clip(pfl_exec *x, pfl_xbuf *g, size_t n, float max_norm);
 
-/* The server's average with equal weights (PFLlib: "use
- * 1/len(self.uploaded_models) as the weight for privacy and fairness"), of
- * the parameters of the shared layers and their shared running statistics;
- * under FLAYER's mask an element's mean over the clients that sent it. */
-void pfl_mutual_mean(pfl_fl *fl, const int *clients, int n, float *const *uploads);
-
 /* The gradient norm PFLlib's clients clip each model's gradient to
  * ("prevent divergency on specifical tasks"). */
 #define PFL_MUTUAL_CLIP 10.0f

@@ -183,6 +183,13 @@ void pfl_default_aggregate(pfl_fl *fl, const int *clients, int n, float *const *
  * FedDyn's and FedNTD's server mean (PFLlib's). A reduction under MPI, as
  * pfl_default_aggregate. */
 void pfl_uniform_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads);
+/* The plain mean of the uploads, every shared element (running statistics
+ * too) summed in double over the uploads that sent it (FLAYER's mask: over
+ * its senders, whatever --flayer-mask-literal says), each upload weighing
+ * alike: FML's server (PFLlib: "use 1/len(self.uploaded_models) as the
+ * weight for privacy and fairness"). A reduction under MPI, the double sums
+ * and weights travelling along the ranks. */
+void pfl_plain_mean_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads);
 
 /* A method's own sum over the round's upload slots, for server state that
  * is such a sum (SCAFFOLD's c, FedDyn's h): `add` adds slot k's part to

@@ -57,18 +57,25 @@ typedef struct {
     size_t off, len;
     bool masked;          /* fl->sent applies (trained parameters under the upload mask) */
     bool uniform;         /* each upload weighs 1 (a uniform mean), not its client's training samples */
+    bool exact;           /* summed in double per element (the plain mean over senders), whatever the mask's reading */
     double total;         /* the weights' sum over the round's slots */
     double *sum, *weight; /* the mean over senders only; NULL: into fl->global */
 } agg_span;
 
+/* Which mean of the uploads: FedAvg's (by training samples); the uniform
+ * one of SCAFFOLD, FedDyn and FedNTD (parameters 1/n each, the running
+ * statistics by samples); or FML's plain mean, every shared element
+ * (statistics too) summed in double over the uploads that sent it. */
+typedef enum { MEAN_SAMPLES, MEAN_UNIFORM, MEAN_PLAIN } mean_kind;
+
 /* The spans the aggregation writes: the shared layers' parameters, then
- * their running statistics where shared (--bn shared). `fl->sent` and
- * flayer_mask_literal choose how a parameter span sums; `uniform` weighs
- * the parameters' uploads equally (the statistics always by samples, over
- * `samples`, the round's total; n slots). Fills spans (room for 2 x rows)
- * and returns how many. */
-static int aggregation_spans(const pfl_fl *fl, agg_span *spans, bool uniform, double samples, int n_slots) {
+ * their running statistics where shared (--bn shared). `fl->sent`,
+ * flayer_mask_literal and the kind choose how a span sums (`samples`: the
+ * round's total; n slots). Fills spans (room for 2 x rows) and returns how
+ * many. */
+static int aggregation_spans(const pfl_fl *fl, agg_span *spans, mean_kind kind, double samples, int n_slots) {
     const pfl_model *m = fl->model;
+    const bool uniform = kind != MEAN_SAMPLES, plain = kind == MEAN_PLAIN;
     const double param_total = uniform ? (double)n_slots : samples;
     int n = 0;
     for (int l = 0; l < pfl_model_rows(m); l++) { /* extra blocks too */
@@ -79,18 +86,21 @@ static int aggregation_spans(const pfl_fl *fl, agg_span *spans, bool uniform, do
          * tail round differently), and these are the spans the uniform mean
          * has always summed over (SCAFFOLD's, FedDyn's and FedNTD's results) */
         if (uniform && n > 0 && spans[n - 1].off + spans[n - 1].len == off) spans[n - 1].len += len;
-        else spans[n++] = (agg_span){off, len, fl->sent != NULL, uniform, param_total, NULL, NULL};
+        else spans[n++] = (agg_span){off, len, fl->sent != NULL, uniform, plain, param_total, NULL, NULL};
     }
     for (int l = 0; l < m->num_layers; l++)
         if (m->layers[l].state_length > 0 && pfl_state_shared(fl, l)) /* the mask covers trained parameters only */
-            spans[n++] = (agg_span){m->layers[l].state_offset, m->layers[l].state_length, false, false, samples,
-                                    NULL, NULL};
+            spans[n++] = (agg_span){m->layers[l].state_offset, m->layers[l].state_length, false, plain, plain,
+                                    plain ? (double)n_slots : samples, NULL, NULL};
     return n;
 }
 
 static bool mean_over_senders(const pfl_fl *fl, const agg_span *s) {
     return s->masked && !fl->cfg.modules.flayer_mask_literal;
 }
+
+/* The span sums per element in double (`sum`, `weight`), not into fl->global. */
+static bool sums_in_double(const pfl_fl *fl, const agg_span *s) { return s->exact || mean_over_senders(fl, s); }
 
 /* Starts a span's sum at zero. */
 static void span_start(pfl_fl *fl, const agg_span *s) {
@@ -111,9 +121,9 @@ static void span_add(pfl_fl *fl, const agg_span *s, const int *clients, float *c
         const float *u = uploads[k] + s->off;
         const double n_train = s->uniform ? 1.0 : fl->part->clients[clients[k]].n_train;
         if (s->sum) { /* Eq. 9 per element: the weighted mean over the clients that sent it */
-            const uint8_t *sent = fl->sent[k] + s->off;
+            const uint8_t *sent = s->masked ? fl->sent[k] + s->off : NULL;
             for (size_t j = 0; j < s->len; j++)
-                if (sent[j]) s->sum[j] += n_train * u[j], s->weight[j] += n_train;
+                if (!sent || sent[j]) s->sum[j] += n_train * u[j], s->weight[j] += n_train;
         } else if (s->masked) { /* Eq. 9 read literally: unsent elements count as zero */
             const uint8_t *sent = fl->sent[k] + s->off;
             const float weight = (float)(n_train / total);
@@ -141,14 +151,15 @@ static void aggregate_here(pfl_fl *fl, const agg_span *spans, int n_spans, const
                            float *const *uploads) {
     double sum[BLOCK], weight[BLOCK];
     for (int i = 0; i < n_spans; i++) {
-        if (!mean_over_senders(fl, &spans[i])) {
+        if (!sums_in_double(fl, &spans[i])) {
             span_start(fl, &spans[i]);
             span_add(fl, &spans[i], clients, uploads, 0, n);
             continue;
         }
         for (size_t at = 0; at < spans[i].len; at += BLOCK) {
             const size_t len = spans[i].len - at < BLOCK ? spans[i].len - at : BLOCK;
-            const agg_span piece = {spans[i].off + at, len, true, spans[i].uniform, spans[i].total, sum, weight};
+            agg_span piece = spans[i];
+            piece.off += at, piece.len = len, piece.sum = sum, piece.weight = weight;
             span_start(fl, &piece);
             span_add(fl, &piece, clients, uploads, 0, n);
             span_finish(fl, &piece);
@@ -204,7 +215,7 @@ static int aggregate_along_ranks(pfl_fl *fl, agg_span *spans, int n_spans, const
     const int first = at.first, end = at.end, before = at.before, after = at.after, last = at.last;
     int rc = 0;
     for (int i = 0; i < n_spans && rc == 0; i++)
-        if (mean_over_senders(fl, &spans[i]) &&
+        if (sums_in_double(fl, &spans[i]) &&
             (!(spans[i].sum = pfl_malloc(spans[i].len * sizeof(double))) ||
              !(spans[i].weight = pfl_malloc(spans[i].len * sizeof(double)))))
             rc = -1;
@@ -223,7 +234,7 @@ static int aggregate_along_ranks(pfl_fl *fl, agg_span *spans, int n_spans, const
     return rc;
 }
 
-static void aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads, bool uniform) {
+static void aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads, mean_kind kind) {
     double samples = 0.0;
     for (int k = 0; k < n; k++) samples += fl->part->clients[clients[k]].n_train;
     if (samples <= 0.0) return;
@@ -232,18 +243,22 @@ static void aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploa
         fl->reduce_failed = true;
         return;
     }
-    const int n_spans = aggregation_spans(fl, spans, uniform, samples, n);
+    const int n_spans = aggregation_spans(fl, spans, kind, samples, n);
     if (!fl->reducing) aggregate_here(fl, spans, n_spans, clients, n, uploads);
     else if (aggregate_along_ranks(fl, spans, n_spans, clients, uploads)) fl->reduce_failed = true;
     free(spans);
 }
 
 void pfl_default_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
-    aggregate(fl, clients, n, uploads, false);
+    aggregate(fl, clients, n, uploads, MEAN_SAMPLES);
 }
 
 void pfl_uniform_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
-    aggregate(fl, clients, n, uploads, true);
+    aggregate(fl, clients, n, uploads, MEAN_UNIFORM);
+}
+
+void pfl_plain_mean_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
+    aggregate(fl, clients, n, uploads, MEAN_PLAIN);
 }
 
 /* ---- a method's own sums over the slots (method.h) ---- */

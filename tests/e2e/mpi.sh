@@ -192,10 +192,11 @@ up=$(json_field bytes_to_server_per_round "$TMP/fedavg/np3/summary.json")
 [ "$(json_field aggregation "$TMP/fedavg/np3/summary.json")" = reduce ] &&
     [ "$(json_field aggregation "$TMP/pfedcfr/np3/summary.json")" = gather ] &&
     pass "the summary says fedavg reduces and pfedcfr gathers" || fail "aggregation fields: fedavg reduce, pfedcfr gather"
-# SCAFFOLD's c, FedDyn's h and the three's uniform mean are sums along the ranks (pfl_slot_sum), not a gather
+# SCAFFOLD's c, FedDyn's h and the three's uniform mean are sums along the ranks (pfl_slot_sum), not a gather;
+# so is FML's plain mean in double
 # (4 processes: a middle rank receives the running sums and passes them on)
 [ "${PFL_SANITIZED:-0}" = 1 ] || {
-    for name in drop_scaffold feddyn fedntd_mask; do
+    for name in drop_scaffold feddyn fedntd_mask fml fml_mask; do
         [ "$(json_field aggregation "$TMP/$name/np3/summary.json")" = reduce ] && pass "$name reduces under MPI" ||
             fail "$name: aggregation $(json_field aggregation "$TMP/$name/np3/summary.json"), want reduce"
     done
