@@ -21,8 +21,9 @@
 #
 # Exit status: 0 when no unexplained mutation survived (and every explained
 # one did survive), 1 otherwise, 2 on a usage or build problem (a mutant that
-# does not compile, or a substitution that changes nothing, is a broken entry
-# of the list).
+# does not compile, a substitution that changes nothing, or a test script
+# that skips here, exit 77, as mpi.sh does without mpirun, is a broken
+# entry: nothing checked it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LIST=${MUTATIONS:-scripts/mutations.txt}
@@ -71,7 +72,12 @@ run_tests() {
             OPENBLAS_NUM_THREADS=1 "$BUILD/tests/$t" >"$BUILD/mutate-test.log" 2>&1 || rc=1
         elif [ -f "tests/e2e/$t.sh" ]; then
             make -s -j"$(nproc)" BUILD="$BUILD" "$BUILD/pfl" >>"$BUILD/mutate-build.log" 2>&1 || return 3
-            PFL="$BUILD/pfl" BUILD="$BUILD" OPENBLAS_NUM_THREADS=1 bash "tests/e2e/$t.sh" >"$BUILD/mutate-test.log" 2>&1 || rc=1
+            PFL="$BUILD/pfl" BUILD="$BUILD" OPENBLAS_NUM_THREADS=1 bash "tests/e2e/$t.sh" >"$BUILD/mutate-test.log" 2>&1
+            case $? in
+            0) ;;
+            77) return 4 ;; # the script skipped (no mpirun, say): it checked nothing
+            *) rc=1 ;;
+            esac
         else
             echo "mutate.sh: test '$t' is neither tests/$t.c nor tests/e2e/$t.sh" >&2
             return 2
@@ -128,6 +134,10 @@ for e in "${entries[@]}"; do
         ;;
     3)
         echo "BROKEN   $method: $name: the mutant does not compile (see $BUILD/mutate-build.log)" >&2
+        broken=$((broken + 1))
+        ;;
+    4)
+        echo "BROKEN   $method: $name: $tests skipped here (exit 77: see $BUILD/mutate-test.log), so nothing checked it" >&2
         broken=$((broken + 1))
         ;;
     *) broken=$((broken + 1)) ;;

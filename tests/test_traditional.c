@@ -471,6 +471,38 @@ static void test_uniform_masked_mean(void) {
     }
 }
 
+/* The same literal reading over three uploads, bit for bit: each element the double sum of the uploads that sent
+ * it over n = 3 (a float 1/3 weight added in float would round differently; two uploads cannot tell, 1/2 being
+ * exact). */
+static void test_uniform_literal_three(void) {
+    tiny_fed f;
+    pfl_config cfg = config(1);
+    cfg.clients = 3, cfg.modules.flayer_mask = true, cfg.modules.flayer_mask_literal = true;
+    tiny_fed_init(&f, &pfl_algo_fedntd, cfg, three_train, three_test);
+    pfl_fl *fl = &f.fl;
+    const size_t P = f.m.num_params;
+    float *u[3];
+    pfl_rng r = tiny_rng(11);
+    for (int k = 0; k < 3; k++) u[k] = tiny_floats(P), tiny_fill(u[k], P, -1, 1, &r);
+    for (int k = 0; k < 3; k++)
+        for (size_t j = 0; j < P; j++) fl->sent[k][j] = (j + (size_t)k) % 3 != 0 && j % 5 != 4;
+    float *const uploads[3] = {u[0], u[1], u[2]};
+    const int clients[3] = {0, 1, 2};
+    fl->round = 1;
+    fl->algo->aggregate(fl, clients, 3, uploads);
+    size_t bad = 0;
+    for (size_t j = 0; j < P; j++) {
+        double sum = 0.0;
+        for (int k = 0; k < 3; k++)
+            if (fl->sent[k][j]) sum += u[k][j];
+        const float want = (float)(sum / 3);
+        bad += memcmp(&fl->global[j], &want, sizeof want) != 0;
+    }
+    CHECK(bad == 0, "uniform literal mean of 3: %zu of %zu elements differ from sum / 3 in double", bad, P);
+    for (int k = 0; k < 3; k++) free(u[k]);
+    tiny_fed_free(&f);
+}
+
 int main(void) {
     test_scaffold_by_hand();
     test_scaffold_round_one_is_fedavg();
@@ -485,5 +517,6 @@ int main(void) {
     test_fedntd_by_hand();
     test_fedntd_gradient();
     test_uniform_masked_mean();
+    test_uniform_literal_three();
     TEST_MAIN_END();
 }

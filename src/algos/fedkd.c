@@ -45,6 +45,7 @@
 
 #include "algos/algos.h"
 #include "algos/mutual.h"
+#include "algos/server_mean.h"
 #include "nn/blas.h"
 #include "util/err.h"
 
@@ -54,6 +55,7 @@ typedef struct {
                           * (round 1 sends the initial model whole) */
     float *mean;         /* aggregation: the mean of the reconstructed uploads (a model vector) */
     float *one;          /* ... and one upload's reconstruction */
+    pfl_spans spans;     /* aggregation: the shared layers' parameters, what the mean covers */
 } fedkd_state;
 
 static int head_row(const pfl_model *m) { return m->num_layers - 1; }
@@ -205,34 +207,45 @@ static void warn_uncompressed(void) {
 /* The equal-weight mean of the uploads as the server reconstructs them,
  * compressed again for the clients: the new global model (or, with
  * --kd-update, the global model plus that of the updates). */
+/* What pfl_slot_sum hands the mean's sum: the round's uploads and how to reconstruct them. */
+typedef struct {
+    const pfl_fl *fl;
+    fedkd_state *s;
+    float *const *uploads;
+    double energy;
+    float weight; /* 1/n: the mean's equal weights */
+} decompressed_sum;
+
+/* Adds slot k's upload as the server reconstructs it (compressed, then
+ * back), times 1/n, over the shared parameters. */
+static void add_decompressed(void *ctx, int slot, float *acc) {
+    const decompressed_sum *c = ctx;
+    const pfl_spans *sp = &c->s->spans;
+    memcpy(c->s->one, c->uploads[slot], pfl_model_vector_len(c->fl->model) * sizeof(float));
+    if (c->fl->cfg.algo.kd_update) minus_global(c->fl, c->s->one);
+    if (vector_message(c->fl, c->s->one, c->energy, true) < 0) warn_uncompressed();
+    for (int i = 0; i < sp->count; i++)
+        for (size_t j = sp->offset[i]; j < sp->offset[i] + sp->length[i]; j++) acc[j] += c->s->one[j] * c->weight;
+}
+
 static void fedkd_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
     fedkd_state *s = fl->algo_state;
     const size_t V = pfl_model_vector_len(fl->model);
     const double energy = pfl_fedkd_energy(fl, fl->round);
     const bool update = fl->cfg.algo.kd_update;
+    /* the mean of the reconstructed uploads: a sum over the slots, along the ranks under MPI */
+    pfl_shared_param_spans(fl, &s->spans); /* the shared layers as they are now */
     memset(s->mean, 0, V * sizeof(float));
-    for (int k = 0; k < n; k++) {
-        memcpy(s->one, uploads[k], V * sizeof(float));
-        if (update) minus_global(fl, s->one);
-        if (vector_message(fl, s->one, energy, true) < 0) warn_uncompressed();
-        for (size_t j = 0; j < V; j++) s->mean[j] += s->one[j] * (1.0f / (float)n);
-    }
-    (void)clients;
+    const decompressed_sum c = {fl, s, uploads, energy, 1.0f / (float)n};
+    if (pfl_slot_sum(fl, n, &s->spans, s->mean, add_decompressed, (void *)&c)) return;
     const int64_t down = vector_message(fl, s->mean, energy, true);
     if (down < 0) warn_uncompressed();
     s->down_bytes = down;
-    const pfl_model *m = fl->model;
-    for (int l = 0; l < pfl_model_rows(m); l++) {
-        if (!fl->shared[l]) continue;
-        for (size_t j = m->layers[l].offset; j < m->layers[l].offset + m->layers[l].length; j++)
+    for (int i = 0; i < s->spans.count; i++)
+        for (size_t j = s->spans.offset[i]; j < s->spans.offset[i] + s->spans.length[i]; j++)
             fl->global[j] = update ? fl->global[j] + s->mean[j] : s->mean[j];
-        if (l < m->num_layers && pfl_state_shared(fl, l)) /* running statistics: the plain mean, never compressed */
-            for (size_t j = m->layers[l].state_offset; j < m->layers[l].state_offset + m->layers[l].state_length; j++) {
-                double sum = 0.0;
-                for (int k = 0; k < n; k++) sum += uploads[k][j];
-                fl->global[j] = (float)(sum / n);
-            }
-    }
+    /* running statistics: the plain mean, never compressed */
+    pfl_plain_mean_statistics(fl, clients, n, uploads);
 }
 
 /* Up: the client's trained mentee (or its update) as compressed; down: the
@@ -452,7 +465,6 @@ const pfl_algo pfl_algo_fedkd = {
     .has_global = true,
     .stateful = true,
     .keeps_state = true,
-    .whole_uploads = true, /* its own aggregation reads every upload (not through pfl_default_aggregate) */
     .check = fedkd_check,
     .create = fedkd_create,
     .destroy = fedkd_destroy,

@@ -75,7 +75,7 @@ int pfl_round_exchange(pfl_fl *fl, int n, float *const *uploads, const pfl_slot_
 int pfl_round_aggregate(pfl_fl *fl, const int *selected, int n, float *const *uploads) {
     pfl_transport *t = fl->cfg.transport;
     const bool reduction = pfl_transport_distributed(t) && !fl->algo->whole_uploads;
-    /* a reduction: pfl_default_aggregate sums along the ranks */
+    /* a reduction: pfl_default_aggregate (and its variants) and pfl_slot_sum sum along the ranks */
     fl->reducing = reduction ? fl->slot_first : NULL, fl->reduce_failed = false;
     if (reduction) t->tally = PFL_TALLY_ROUND;
     (fl->algo->aggregate ? fl->algo->aggregate : pfl_default_aggregate)(fl, selected, n, uploads);

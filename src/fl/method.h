@@ -70,10 +70,11 @@ struct pfl_algo {
     void (*personal)(const pfl_fl *fl, bool *params, bool *stats);
     /* How a round's uploads meet under MPI (docs/architecture.md,
      * "Processes"). false: `aggregate` reads the uploads only through
-     * pfl_default_aggregate, called once, on every rank alike (it may then
-     * change the global model and its own state from what it holds, as
-     * pFedMe's mix does): the weighted sum runs from rank to rank, a
-     * reduction, and no rank receives another's upload. true: it reads
+     * pfl_default_aggregate (or its uniform and plain variants), called
+     * once, and pfl_slot_sum, on every rank alike (it may then change the
+     * global model and its own state from what it holds, as pFedMe's mix
+     * does): the sums run from rank to rank, a reduction, and no rank
+     * receives another's upload. true: it reads
      * every float of each upload (clustering, message passing and
      * similarity compare or fuse whole models), so every upload travels
      * whole to every rank, a gather. */
@@ -190,6 +191,9 @@ void pfl_uniform_aggregate(pfl_fl *fl, const int *clients, int n, float *const *
  * weight for privacy and fairness"). A reduction under MPI, the double sums
  * and weights travelling along the ranks. */
 void pfl_plain_mean_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads);
+/* The same for the shared running statistics alone (FedKD's server, whose
+ * parameters are the mean of what it decompresses, a pfl_slot_sum). */
+void pfl_plain_mean_statistics(pfl_fl *fl, const int *clients, int n, float *const *uploads);
 
 /* A method's own sum over the round's upload slots, for server state that
  * is such a sum (SCAFFOLD's c, FedDyn's h): `add` adds slot k's part to

@@ -51,22 +51,27 @@ void pfl_default_message_bytes(const pfl_fl *fl, int client, const uint8_t *sent
 
 /* Where the element-wise sum of a span of the model vector accumulates:
  * into the global model itself (a plain or FLAYER's literal weighted sum),
- * or, for FLAYER's mean over the clients that sent each element, a sum and
- * a weight per element in double (`sum`, `weight`: the span's length). */
+ * or, for FLAYER's mean over the clients that sent each element, FML's plain
+ * mean and the uniform literal mean, a sum and a weight per element in
+ * double (`sum`, `weight`: the span's length). */
 typedef struct {
     size_t off, len;
     bool masked;          /* fl->sent applies (trained parameters under the upload mask) */
     bool uniform;         /* each upload weighs 1 (a uniform mean), not its client's training samples */
-    bool exact;           /* summed in double per element (the plain mean over senders), whatever the mask's reading */
+    bool exact;           /* summed in double per element, whatever the mask's reading */
+    bool over_total;      /* ... and divided by `total`, unsent elements as zero (the uniform literal mean), not by
+                           * the senders' weight */
     double total;         /* the weights' sum over the round's slots */
     double *sum, *weight; /* the mean over senders only; NULL: into fl->global */
 } agg_span;
 
 /* Which mean of the uploads: FedAvg's (by training samples); the uniform
  * one of SCAFFOLD, FedDyn and FedNTD (parameters 1/n each, the running
- * statistics by samples); or FML's plain mean, every shared element
- * (statistics too) summed in double over the uploads that sent it. */
-typedef enum { MEAN_SAMPLES, MEAN_UNIFORM, MEAN_PLAIN } mean_kind;
+ * statistics by samples); FML's plain mean, every shared element
+ * (statistics too) summed in double over the uploads that sent it; or that
+ * plain mean of the running statistics alone (FedKD, whose parameters are
+ * its own sum). */
+typedef enum { MEAN_SAMPLES, MEAN_UNIFORM, MEAN_PLAIN, MEAN_PLAIN_STATISTICS } mean_kind;
 
 /* The spans the aggregation writes: the shared layers' parameters, then
  * their running statistics where shared (--bn shared). `fl->sent`,
@@ -75,23 +80,28 @@ typedef enum { MEAN_SAMPLES, MEAN_UNIFORM, MEAN_PLAIN } mean_kind;
  * many. */
 static int aggregation_spans(const pfl_fl *fl, agg_span *spans, mean_kind kind, double samples, int n_slots) {
     const pfl_model *m = fl->model;
-    const bool uniform = kind != MEAN_SAMPLES, plain = kind == MEAN_PLAIN;
+    const bool uniform = kind != MEAN_SAMPLES, plain = kind == MEAN_PLAIN || kind == MEAN_PLAIN_STATISTICS;
+    /* the uniform mean under FLAYER's literal Eq. 9: sum over the senders in
+     * double, over n (what pfl_server_mean has always computed) */
+    const bool literal = kind == MEAN_UNIFORM && fl->sent && fl->cfg.modules.flayer_mask_literal;
     const double param_total = uniform ? (double)n_slots : samples;
     int n = 0;
     for (int l = 0; l < pfl_model_rows(m); l++) { /* extra blocks too */
-        if (!fl->shared[l]) continue;
+        if (!fl->shared[l] || kind == MEAN_PLAIN_STATISTICS) continue;
         const size_t off = m->layers[l].offset, len = m->layers[l].length;
         /* the uniform mean over adjacent layers joined: cblas_saxpy's bits
          * depend on where a span starts and ends (its vector body and its
          * tail round differently), and these are the spans the uniform mean
          * has always summed over (SCAFFOLD's, FedDyn's and FedNTD's results) */
         if (uniform && n > 0 && spans[n - 1].off + spans[n - 1].len == off) spans[n - 1].len += len;
-        else spans[n++] = (agg_span){off, len, fl->sent != NULL, uniform, plain, param_total, NULL, NULL};
+        else
+            spans[n++] = (agg_span){.off = off, .len = len, .masked = fl->sent != NULL, .uniform = uniform,
+                                    .exact = plain || literal, .over_total = literal, .total = param_total};
     }
-    for (int l = 0; l < m->num_layers; l++)
+    for (int l = 0; l < m->num_layers && (plain || samples > 0.0); l++) /* no samples: nothing to weigh them by */
         if (m->layers[l].state_length > 0 && pfl_state_shared(fl, l)) /* the mask covers trained parameters only */
-            spans[n++] = (agg_span){m->layers[l].state_offset, m->layers[l].state_length, false, plain, plain,
-                                    plain ? (double)n_slots : samples, NULL, NULL};
+            spans[n++] = (agg_span){.off = m->layers[l].state_offset, .len = m->layers[l].state_length,
+                                    .uniform = plain, .exact = plain, .total = plain ? (double)n_slots : samples};
     return n;
 }
 
@@ -141,7 +151,8 @@ static void span_finish(pfl_fl *fl, const agg_span *s) {
     if (!s->sum) return;
     float *g = fl->global + s->off;
     for (size_t j = 0; j < s->len; j++)
-        if (s->weight[j] > 0.0) g[j] = (float)(s->sum[j] / s->weight[j]);
+        if (s->over_total) g[j] = (float)(s->sum[j] / s->total);
+        else if (s->weight[j] > 0.0) g[j] = (float)(s->sum[j] / s->weight[j]);
 }
 
 /* One process: every span over every slot, the mean over senders in pieces
@@ -237,7 +248,7 @@ static int aggregate_along_ranks(pfl_fl *fl, agg_span *spans, int n_spans, const
 static void aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads, mean_kind kind) {
     double samples = 0.0;
     for (int k = 0; k < n; k++) samples += fl->part->clients[clients[k]].n_train;
-    if (samples <= 0.0) return;
+    if (samples <= 0.0 && kind == MEAN_SAMPLES) return; /* (partitions give every client a training sample) */
     agg_span *spans = pfl_malloc(sizeof *spans * 2 * (size_t)pfl_model_rows(fl->model));
     if (!spans) {
         fl->reduce_failed = true;
@@ -259,6 +270,10 @@ void pfl_uniform_aggregate(pfl_fl *fl, const int *clients, int n, float *const *
 
 void pfl_plain_mean_aggregate(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
     aggregate(fl, clients, n, uploads, MEAN_PLAIN);
+}
+
+void pfl_plain_mean_statistics(pfl_fl *fl, const int *clients, int n, float *const *uploads) {
+    aggregate(fl, clients, n, uploads, MEAN_PLAIN_STATISTICS);
 }
 
 /* ---- a method's own sums over the slots (method.h) ---- */

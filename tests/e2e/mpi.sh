@@ -94,6 +94,7 @@ case_flags() {
         drop_scaffold) echo --algo scaffold --join 0.6 --drop-rate 0.3 ;;
         feddyn_ala) echo --algo feddyn --ala --join 0.6 ;;
         fedntd_mask) echo --algo fedntd --flayer-mask --join 0.6 ;;
+        fedntd_literal) echo --algo fedntd --flayer-mask-literal --join 0.6 ;; # the uniform literal mean in double
         drop_fedper) echo --algo fedper --join 0.6 --drop-rate 0.3 ;;
         # extra parameter blocks travel as shared layers do, whole under FLAYER's mask
         fedcp_mask) echo --algo fedcp --join 0.6 --flayer-mask ;;
@@ -133,7 +134,7 @@ else
         drop_cfl drop_fedper lgfedavg fedbabu apfl fedrod fedcp fedcp_mask gpfl gpfl_mask
         fedavg-c fedprox-c perfedavg fedphp perfedavg_hf_ala fedphp_agg fedfomo apple_silo partialfed
         fedproto fd fedpcl fedgh fedpac fedgh_ala
-        scaffold drop_scaffold feddyn feddyn_ala fedlc fedntd_mask
+        scaffold drop_scaffold feddyn feddyn_ala fedlc fedntd_mask fedntd_literal
         fml fml_mask fedkd fedkd_update feddbe fedmtl fedmtl_reg fedbn
         fedcac fedas fedas_mask pfl-da fedgc fedgc_mask
         moon fedgen fedcross
@@ -196,7 +197,7 @@ up=$(json_field bytes_to_server_per_round "$TMP/fedavg/np3/summary.json")
 # so is FML's plain mean in double
 # (4 processes: a middle rank receives the running sums and passes them on)
 [ "${PFL_SANITIZED:-0}" = 1 ] || {
-    for name in drop_scaffold feddyn fedntd_mask fml fml_mask; do
+    for name in drop_scaffold feddyn fedntd_mask fedntd_literal fml fml_mask fedkd fedkd_update; do
         [ "$(json_field aggregation "$TMP/$name/np3/summary.json")" = reduce ] && pass "$name reduces under MPI" ||
             fail "$name: aggregation $(json_field aggregation "$TMP/$name/np3/summary.json"), want reduce"
     done
