@@ -332,6 +332,52 @@ static void test_personal_bn_is_own(pfl_bn_mode mode) {
           refused);
 }
 
+/* SCAFFOLD's control variate c and FedDyn's h cover the shared parameters:
+ * under --bn local not bn1's weight and bias, which each client keeps
+ * (their spans are taken in the method's create, before the run marks the
+ * BatchNorm layers local); under --bn shared they do. One aggregation of
+ * two hand-made uploads that differ from the global model everywhere. */
+static void test_server_state_spans(pfl_bn_mode mode) {
+    const pfl_algo *algos[2] = {&pfl_algo_scaffold, &pfl_algo_feddyn};
+    for (int a = 0; a < 2; a++) {
+        bn_fed f;
+        memset(&f, 0, sizeof f);
+        tiny_bn_model(&f.m, 3, 6, 6);
+        f.d = tiny_dataset(n_train[0] + n_test[0] + n_train[1] + n_test[1], 3, 6, 6, 3, 5);
+        f.part = tiny_partition(2, n_train, n_test);
+        pfl_config cfg = tiny_config(2);
+        cfg.bn = mode, cfg.algo.server_lr = 1.0f, cfg.algo.dyn_alpha = 0.5f;
+        if (pfl_fl_create(&f.fl, &cfg, &f.m, &f.d, &f.part, algos[a])) {
+            fprintf(stderr, "pfl_fl_create: %s\n", pfl_errmsg());
+            exit(2);
+        }
+        pfl_fl *fl = &f.fl;
+        const size_t V = pfl_model_vector_len(&f.m);
+        float *u0 = tiny_floats(V), *u1 = tiny_floats(V);
+        for (size_t j = 0; j < V; j++) u0[j] = fl->global[j] + 0.25f, u1[j] = fl->global[j] - 0.75f;
+        float *const uploads[2] = {u0, u1};
+        const int clients[2] = {0, 1};
+        fl->round = 1;
+        fl->algo->aggregate(fl, clients, 2, uploads);
+        const float *state = a == 0 ? pfl_scaffold_control(fl, -1) : pfl_feddyn_state(fl, -1);
+        const pfl_layer *conv = &f.m.layers[0], *bn = &f.m.layers[1];
+        size_t conv_zero = 0, bn_nonzero = 0;
+        for (size_t j = conv->offset; j < conv->offset + conv->length; j++) conv_zero += state[j] == 0.0f;
+        for (size_t j = bn->offset; j < bn->offset + bn->length; j++) bn_nonzero += state[j] != 0.0f;
+        CHECK(conv_zero == 0, "%s --bn %s: the server state is zero on %zu of conv1's %zu parameters", algos[a]->name,
+              mode_name(mode), conv_zero, conv->length);
+        if (mode == PFL_BN_LOCAL)
+            CHECK(bn_nonzero == 0, "%s --bn local: the server state covers %zu of bn1's %zu parameters, which the "
+                                   "clients keep",
+                  algos[a]->name, bn_nonzero, bn->length);
+        else
+            CHECK(bn_nonzero == bn->length, "%s --bn %s: the server state covers %zu of bn1's %zu shared parameters",
+                  algos[a]->name, mode_name(mode), bn_nonzero, bn->length);
+        free(u0), free(u1);
+        bn_fed_free(&f);
+    }
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const pfl_bn_mode modes[] = {PFL_BN_SHARED, PFL_BN_LOCAL, PFL_BN_STATS_LOCAL};
@@ -343,5 +389,7 @@ int main(void) {
     for (int i = 0; i < 3; i++) test_fedtsdp(modes[i]);
     test_personal_bn_is_own(PFL_BN_STATS_LOCAL);
     test_personal_bn_is_own(PFL_BN_LOCAL);
+    test_server_state_spans(PFL_BN_LOCAL);
+    test_server_state_spans(PFL_BN_SHARED);
     TEST_MAIN_END();
 }

@@ -13,10 +13,11 @@ bool pfl_server_mean_by_samples(const pfl_config *cfg);
 /* Refuses a --server-mean other than uniform or samples: -1 with one line. */
 int pfl_server_mean_check(const pfl_config *cfg);
 
-/* The parameters of the shared layers (fl->shared, extra blocks included),
- * adjacent layers joined into one span: where the server's state (SCAFFOLD's
- * c, FedDyn's h) and the clients' (c_i, the linear term) live; the rest of
- * such a vector stays zero. */
+/* The parameters of the shared layers (fl->shared, extra blocks included;
+ * under --bn local not the BatchNorm layers, even before the run marks them
+ * local), adjacent layers joined into one span: where the server's state
+ * (SCAFFOLD's c, FedDyn's h) and the clients' (c_i, the linear term) live;
+ * the rest of such a vector stays zero. */
 void pfl_shared_param_spans(const pfl_fl *fl, pfl_spans *out);
 
 /* The mean of the n uploads into fl->global over the shared layers: with
