@@ -55,7 +55,6 @@ typedef struct {
                           * (round 1 sends the initial model whole) */
     float *mean;         /* aggregation: the mean of the reconstructed uploads (a model vector) */
     float *one;          /* ... and one upload's reconstruction */
-    pfl_spans spans;     /* aggregation: the shared layers' parameters, what the mean covers */
 } fedkd_state;
 
 static int head_row(const pfl_model *m) { return m->num_layers - 1; }
@@ -211,6 +210,7 @@ static void warn_uncompressed(void) {
 typedef struct {
     const pfl_fl *fl;
     fedkd_state *s;
+    const pfl_spans *spans; /* the shared layers' parameters, what the mean covers */
     float *const *uploads;
     double energy;
     float weight; /* 1/n: the mean's equal weights */
@@ -220,7 +220,7 @@ typedef struct {
  * back), times 1/n, over the shared parameters. */
 static void add_decompressed(void *ctx, int slot, float *acc) {
     const decompressed_sum *c = ctx;
-    const pfl_spans *sp = &c->s->spans;
+    const pfl_spans *sp = c->spans;
     memcpy(c->s->one, c->uploads[slot], pfl_model_vector_len(c->fl->model) * sizeof(float));
     if (c->fl->cfg.algo.kd_update) minus_global(c->fl, c->s->one);
     if (vector_message(c->fl, c->s->one, c->energy, true) < 0) warn_uncompressed();
@@ -234,15 +234,16 @@ static void fedkd_aggregate(pfl_fl *fl, const int *clients, int n, float *const 
     const double energy = pfl_fedkd_energy(fl, fl->round);
     const bool update = fl->cfg.algo.kd_update;
     /* the mean of the reconstructed uploads: a sum over the slots, along the ranks under MPI */
-    pfl_shared_param_spans(fl, &s->spans); /* the shared layers as they are now */
+    pfl_spans spans;
+    pfl_shared_param_spans(fl, &spans); /* the shared layers as they are now */
     memset(s->mean, 0, V * sizeof(float));
-    const decompressed_sum c = {fl, s, uploads, energy, 1.0f / (float)n};
-    if (pfl_slot_sum(fl, n, &s->spans, s->mean, add_decompressed, (void *)&c)) return;
+    const decompressed_sum c = {fl, s, &spans, uploads, energy, 1.0f / (float)n};
+    if (pfl_slot_sum(fl, n, &spans, s->mean, add_decompressed, (void *)&c)) return;
     const int64_t down = vector_message(fl, s->mean, energy, true);
     if (down < 0) warn_uncompressed();
     s->down_bytes = down;
-    for (int i = 0; i < s->spans.count; i++)
-        for (size_t j = s->spans.offset[i]; j < s->spans.offset[i] + s->spans.length[i]; j++)
+    for (int i = 0; i < spans.count; i++)
+        for (size_t j = spans.offset[i]; j < spans.offset[i] + spans.length[i]; j++)
             fl->global[j] = update ? fl->global[j] + s->mean[j] : s->mean[j];
     /* running statistics: the plain mean, never compressed */
     pfl_plain_mean_statistics(fl, clients, n, uploads);

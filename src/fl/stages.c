@@ -223,24 +223,23 @@ static chain_place chain_place_here(const pfl_fl *fl) {
 static int aggregate_along_ranks(pfl_fl *fl, agg_span *spans, int n_spans, const int *clients, float *const *uploads) {
     pfl_transport *t = fl->cfg.transport;
     const chain_place at = chain_place_here(fl);
-    const int first = at.first, end = at.end, before = at.before, after = at.after, last = at.last;
     int rc = 0;
     for (int i = 0; i < n_spans && rc == 0; i++)
         if (sums_in_double(fl, &spans[i]) &&
             (!(spans[i].sum = pfl_malloc(spans[i].len * sizeof(double))) ||
              !(spans[i].weight = pfl_malloc(spans[i].len * sizeof(double)))))
             rc = -1;
-    if (rc == 0 && end > first) {
-        if (before < 0)
+    if (rc == 0 && at.end > at.first) {
+        if (at.before < 0)
             for (int i = 0; i < n_spans; i++) span_start(fl, &spans[i]);
-        else rc = pass_sums(fl, spans, n_spans, before, false);
-        for (int i = 0; i < n_spans && rc == 0; i++) span_add(fl, &spans[i], clients, uploads, first, end);
-        if (rc == 0 && after >= 0) rc = pass_sums(fl, spans, n_spans, after, true);
-        for (int i = 0; i < n_spans && rc == 0 && after < 0; i++) span_finish(fl, &spans[i]);
+        else rc = pass_sums(fl, spans, n_spans, at.before, false);
+        for (int i = 0; i < n_spans && rc == 0; i++) span_add(fl, &spans[i], clients, uploads, at.first, at.end);
+        if (rc == 0 && at.after >= 0) rc = pass_sums(fl, spans, n_spans, at.after, true);
+        for (int i = 0; i < n_spans && rc == 0 && at.after < 0; i++) span_finish(fl, &spans[i]);
     }
     /* the result, from the last rank to all */
     for (int i = 0; i < n_spans && rc == 0; i++)
-        rc = pfl_transport_share(t, fl->global + spans[i].off, spans[i].len * sizeof(float), last);
+        rc = pfl_transport_share(t, fl->global + spans[i].off, spans[i].len * sizeof(float), at.last);
     for (int i = 0; i < n_spans; i++) free(spans[i].sum), free(spans[i].weight);
     return rc;
 }
@@ -296,15 +295,14 @@ int pfl_slot_sum(pfl_fl *fl, int n, const pfl_spans *spans, float *acc, pfl_slot
     /* as aggregate_along_ranks: the slots' order kept from rank to rank */
     pfl_transport *t = fl->cfg.transport;
     const chain_place at = chain_place_here(fl);
-    const int first = at.first, end = at.end, before = at.before, after = at.after, last = at.last;
     int rc = 0;
-    if (end > first) {
-        if (before >= 0) rc = pass_spans(t, spans, acc, before, false);
-        for (int k = first; k < end && rc == 0; k++) add(ctx, k, acc);
-        if (rc == 0 && after >= 0) rc = pass_spans(t, spans, acc, after, true);
+    if (at.end > at.first) {
+        if (at.before >= 0) rc = pass_spans(t, spans, acc, at.before, false);
+        for (int k = at.first; k < at.end && rc == 0; k++) add(ctx, k, acc);
+        if (rc == 0 && at.after >= 0) rc = pass_spans(t, spans, acc, at.after, true);
     }
-    for (int i = 0; i < spans->count && rc == 0 && last >= 0; i++)
-        rc = pfl_transport_share(t, acc + spans->offset[i], spans->length[i] * sizeof(float), last);
+    for (int i = 0; i < spans->count && rc == 0 && at.last >= 0; i++)
+        rc = pfl_transport_share(t, acc + spans->offset[i], spans->length[i] * sizeof(float), at.last);
     if (rc) fl->reduce_failed = true;
     return rc;
 }
