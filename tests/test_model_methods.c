@@ -7,7 +7,8 @@
  *    by hand; the personalized model (summed heads) gives out_g + out_p.
  *  - FedBABU: local training leaves the head bitwise unchanged and moves the
  *    body; after rounds the global head is bitwise the initial one; the
- *    personalized model is the global one fine-tuned, head included.
+ *    personalized model is the global one fine-tuned, head included; by
+ *    default the fine-tuning is one round's local training (--epochs).
  *  - LG-FedAvg: the base stays local, the head is shared; receive takes the
  *    base from the client and the head from the server; after a round the
  *    global base is bitwise the initial one and the head moved.
@@ -25,6 +26,7 @@
 #include "fl/fl.h"
 #include "nn/layers.h"
 #include "nn/model.h"
+#include "run/run.h"
 #include "tiny.h"
 #include "util/err.h"
 
@@ -214,6 +216,16 @@ static void test_fedbabu(void) {
     tiny_fed_free(&f);
 }
 
+/* FedBABU's default fine-tuning costs one round's local training (the authors' ft_ep = local_ep), not
+ * PFLlib's 10 epochs, which made a 3-round run cost 3.5 times LG-FedAvg's (issue 28). */
+static void test_fedbabu_default_fine_tuning(void) {
+    const pfl_param *fte = pfl_run_param_named(&pfl_algo_fedbabu, "fine-tune-epochs", NULL);
+    const pfl_param *epochs = pfl_run_param_named(&pfl_algo_fedbabu, "epochs", NULL);
+    CHECK(fte && epochs, "fedbabu has --fine-tune-epochs and --epochs");
+    if (fte && epochs)
+        CHECK(fte->def == epochs->def, "--fine-tune-epochs defaults to %g, --epochs to %g", fte->def, epochs->def);
+}
+
 /* ---- LG-FedAvg ---- */
 
 static void test_lgfedavg(void) {
@@ -398,6 +410,7 @@ int main(void) {
     test_fedrod_balanced_step();
     test_fedrod_model();
     test_fedbabu();
+    test_fedbabu_default_fine_tuning();
     test_lgfedavg();
     test_apfl_alpha();
     test_apfl_alpha_pfllib();

@@ -107,12 +107,14 @@ static const float *fedbabu_personal_model(pfl_fl *fl, int client, float *scratc
     return scratch;
 }
 
-/* PFLlib: the head is `fc`, the output layer; fine_tuning_epochs 10, fine-tuned after the last round. */
+/* PFLlib: the head is `fc`, the output layer, fine-tuned after the last round. The fine-tuning epochs
+ * follow the authors' defaults (ft_ep 5 = local_ep 5: one round's local training), at pfl's default
+ * --epochs 1, not PFLlib's -fte 10 (10 rounds' worth: a short run would cost several times its training). */
 static const pfl_param fedbabu_params[] = {
     {PFL_ALGO_PARAM(INT, "head-layers", head_layers), .def = 1, .min = 1, .max = PFL_MAX_LAYERS, .metavar = "S",
      .help = "top layers frozen at their initialization during federated training"},
-    {PFL_ALGO_PARAM(INT, "fine-tune-epochs", fine_tune_epochs), .def = 10, .max = 1e5, .metavar = "E",
-     .help = "epochs of whole-model fine-tuning that make a client's personalized model"},
+    {PFL_ALGO_PARAM(INT, "fine-tune-epochs", fine_tune_epochs), .alias = "fte", .def = 1, .max = 1e5, .metavar = "E",
+     .help = "epochs of whole-model fine-tuning that make a client's personalized model (PFLlib: 10)"},
     {PFL_ALGO_PARAM(STRING, "fine-tune-at", fine_tune_at), .def_text = "last", .metavar = "last|every",
      .help = "when the personalized model is fine-tuned: last (after the last round; earlier evaluations score "
              "the model the client holds, as PFLlib and the authors' code) | every (at every evaluation)"},
