@@ -21,6 +21,7 @@ pfedcfr-fmnist|pFedCFR Table II, Fashion-MNIST dnn, 100 rounds, seed 1
 pfedcfr-cifar10|pFedCFR Table II, CIFAR-10 cnn, 100 rounds, seed 1
 fmnist-pat2-r50|Fashion-MNIST pat:2, 20 clients, cnn, 50 rounds, seed 1
 fmnist-pat2-r20|Fashion-MNIST pat:2, 20 clients, cnn, 20 rounds, seed 1
+fmnist-pat2-r20-issue28|Fashion-MNIST pat:2, 20 clients, cnn, 20 rounds, seed 1 (the six rows issue 28 changed, at the new defaults)
 fmnist-pat2-r20-protos|Fashion-MNIST pat:2, 20 clients, cnn, 20 rounds, seed 1 (the methods that exchange prototypes)
 cifar10-dir01|CIFAR-10 dir:0.1, 20 clients, cnn, 20 rounds, seed 1
 cifar10-dir01-r2|CIFAR-10 dir:0.1, 20 clients, cnn, 20 rounds, seed 1 (after issue 14; FedCP, GPFL)
