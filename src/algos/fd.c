@@ -119,6 +119,7 @@ const pfl_algo pfl_algo_fd = {
     .local_train = fd_train,
     .upload = pfl_protos_upload,
     .whole_uploads = true, /* MPI: its aggregate reads the uploads' message blocks */
+    .gather_shared = true,  /* ... and nothing else the clients keep */
     .aggregate = pfl_protos_aggregate,
     .message_bytes = pfl_protos_message_bytes,
 };

@@ -165,6 +165,7 @@ const pfl_algo pfl_algo_fedgh = {
     .local_train = fedgh_train,
     .upload = pfl_protos_upload,
     .whole_uploads = true, /* MPI: its aggregate reads the uploads' message blocks */
+    .gather_shared = true,  /* ... and nothing else the clients keep */
     .aggregate = fedgh_aggregate,
     .message_bytes = fedgh_message_bytes,
 };

@@ -299,6 +299,7 @@ const pfl_algo pfl_algo_fedpcl = {
     .local_train = fedpcl_train,
     .upload = pfl_protos_upload,
     .whole_uploads = true, /* MPI: its aggregate reads the uploads' message blocks */
+    .gather_shared = true,  /* ... and nothing else the clients keep */
     .aggregate = fedpcl_aggregate,
     .personal_model = fedpcl_personal_model,
     .personal_correct = fedpcl_personal_correct,

@@ -88,6 +88,7 @@ const pfl_algo pfl_algo_fedproto = {
     .local_train = fedproto_train,
     .upload = pfl_protos_upload,
     .whole_uploads = true, /* MPI: its aggregate reads the uploads' message blocks */
+    .gather_shared = true,  /* ... and nothing else the clients keep */
     .aggregate = pfl_protos_aggregate,
     .personal_correct = fedproto_personal_correct,
     .message_bytes = pfl_protos_message_bytes,

@@ -34,20 +34,43 @@ static int share_span(pfl_fl *fl, int k, int root, float *upload, size_t off, si
     return 0;
 }
 
-/* MPI, a gather: every rank gets every upload of the round, whole (the
- * methods that gather compare or fuse whole models: whole_uploads), with
- * its mask, from the rank that trained it, slot after slot. */
+/* The spans of an upload a gather sends: the parameters and, apart from
+ * them so that the mask goes with the parameters, the running statistics;
+ * or, for a method whose aggregate reads the shared rows alone
+ * (gather_shared), their parameters, adjacent rows joined. */
+static void gathered_spans(const pfl_fl *fl, pfl_spans *out) {
+    const pfl_model *m = fl->model;
+    memset(out, 0, sizeof *out);
+    if (!fl->algo->gather_shared) {
+        out->offset[0] = 0, out->length[0] = m->num_params;
+        out->offset[1] = m->num_params, out->length[1] = m->num_state;
+        out->count = 2;
+        return;
+    }
+    for (int l = 0; l < pfl_model_rows(m); l++) {
+        const size_t off = m->layers[l].offset, len = m->layers[l].length;
+        if (!fl->shared[l] || len == 0) continue;
+        const int last = out->count - 1;
+        if (last >= 0 && out->offset[last] + out->length[last] == off) out->length[last] += len;
+        else out->offset[out->count] = off, out->length[out->count++] = len;
+    }
+}
+
+/* MPI, a gather: every rank gets every upload of the round (the methods
+ * that gather compare or fuse whole models: whole_uploads; or read their
+ * shared rows: gather_shared), with its mask, from the rank that trained
+ * it, slot after slot. */
 static int share_uploads(pfl_fl *fl, int n, float *const *uploads) {
     const pfl_model *m = fl->model;
     uint8_t *bits = NULL;
     if (fl->sent && !(bits = pfl_malloc(m->num_params / 8 + 1))) return -1;
-    /* the parameters apart from the running statistics, so the mask goes with them */
-    const size_t off[2] = {0, m->num_params}, len[2] = {m->num_params, m->num_state};
+    pfl_spans spans;
+    gathered_spans(fl, &spans);
     int rc = 0;
     for (int k = 0; k < n && rc == 0; k++) {
         const int root = pfl_fl_trainer(fl, k);
-        for (int i = 0; i < 2 && rc == 0; i++)
-            if (len[i] > 0) rc = share_span(fl, k, root, uploads[k], off[i], len[i], bits);
+        for (int i = 0; i < spans.count && rc == 0; i++)
+            if (spans.length[i] > 0) rc = share_span(fl, k, root, uploads[k], spans.offset[i], spans.length[i], bits);
     }
     free(bits);
     return rc;

@@ -79,6 +79,10 @@ struct pfl_algo {
      * similarity compare or fuse whole models), so every upload travels
      * whole to every rank, a gather. */
     bool whole_uploads;
+    /* With whole_uploads: `aggregate` reads only the shared rows of each
+     * upload (fl->shared: the prototypes' message block, a global head),
+     * so the gather sends those alone, not the model each client keeps. */
+    bool gather_shared;
     /* Extra parameter blocks (docs/architecture.md): appends to `m`, a copy
      * of the run's model the run then uses (fl->model), the blocks the method
      * adds beside the backbone (pfl_model_add_block), before anything is

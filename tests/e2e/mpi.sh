@@ -204,6 +204,16 @@ up=$(json_field bytes_to_server_per_round "$TMP/fedavg/np3/summary.json")
     compare drop_scaffold 4 $(case_flags drop_scaffold)
     compare feddyn 4 $(case_flags feddyn)
 }
+# FedProto, FD, FedPCL and FedGH gather only the shared rows (the message block; FedGH's header), not the
+# backbone each client keeps: less than one model into a client rank, where whole uploads were several
+[ "${PFL_SANITIZED:-0}" = 1 ] || {
+    for name in fedproto fd fedpcl fedgh; do
+        got=$(json_field bytes_to_a_client_rank_per_round "$TMP/$name/np3/summary.json")
+        [ -n "$got" ] && [ "$got" -gt 0 ] && [ "$got" -lt "$model" ] &&
+            pass "$name gathers its shared rows alone ($got bytes into a client rank a round)" ||
+            fail "$name: $got bytes into a client rank a round, want some and under one model ($model)"
+    done
+}
 [ "${PFL_SANITIZED:-0}" = 1 ] || {
     compare fedavg 4 $(case_flags fedavg)
     most=$(json_field bytes_to_a_client_rank_per_round "$TMP/fedavg/np4/summary.json")
