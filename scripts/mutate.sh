@@ -12,10 +12,13 @@
 #
 # PERL is a substitution (perl -0pe, the whole file at once) that must change
 # FILE; TESTS are the unit tests (tests/NAME.c) and e2e scripts
-# (tests/e2e/NAME.sh), comma-separated, that must catch it. For each line the
-# script applies the substitution, rebuilds those tests in build-mutate/ (the
-# optimized flags; build/ is left alone), runs them, and puts FILE back. A
-# mutation some test fails on is killed; one every test passes survives.
+# (tests/e2e/NAME.sh), comma-separated, that must catch it. The script works
+# on a copy of the tree in build-mutate/tree/ (the working tree's files as
+# they are now, tracked or not ignored; data/ linked), so the working tree is
+# never mutated and a build there meanwhile builds the real code. For each
+# line it applies the substitution to the copy, rebuilds those tests there
+# (the optimized flags), runs them, and puts FILE back. A mutation some test
+# fails on is killed; one every test passes survives.
 # A line whose NAME ends in "(survives: WHY)" is expected to survive, WHY
 # saying why it cannot matter; such a line is reported and not counted.
 #
@@ -29,6 +32,7 @@ cd "$(dirname "$0")/.."
 LIST=${MUTATIONS:-scripts/mutations.txt}
 BUILD=${MUTATE_BUILD:-build-mutate}
 [ -r "$LIST" ] || { echo "mutate.sh: $LIST: cannot read the mutation list" >&2; exit 2; }
+LIST=$(realpath "$LIST")
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; s=${s%"${s##*[![:space:]]}"}; printf '%s' "$s"; }
 
@@ -54,8 +58,42 @@ trap restore EXIT
 trap 'restore; exit 130' INT
 trap 'restore; exit 143' TERM
 
+# The tree's files (tracked, or untracked and not ignored; without git every
+# file outside the build folders, data/ and bench/results/), NUL-separated.
+tree_files() {
+    if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        git ls-files -z --cached --others --exclude-standard
+    else
+        find . \( -path ./.git -o -path './build*' -o -path ./data -o -path ./bench/results \) -prune -o -type f -print0 |
+            sed -z 's|^\./||'
+    fi
+}
+
+# Brings the copy in $1 to the tree's files: a file whose content changed is
+# copied (a new mtime, so make rebuilds what uses it), an unchanged one kept
+# (its objects stay valid), one the tree no longer has removed.
+sync_copy() {
+    local copy=$1 f
+    mkdir -p "$copy"
+    tree_files >"$copy.list" || return 1
+    while IFS= read -r -d '' f; do
+        [ -f "$f" ] || continue # deleted from the tree but still in git's index
+        cmp -s "$f" "$copy/$f" 2>/dev/null || { mkdir -p "$copy/$(dirname "$f")" && cp "$f" "$copy/$f"; } || return 1
+    done <"$copy.list"
+    (cd "$copy" && find . \( -path './build*' -o -path ./data \) -prune -o -type f -print0 | sed -z 's|^\./||') |
+        while IFS= read -r -d '' f; do
+            grep -qzxF -- "$f" "$copy.list" || rm -f "$copy/$f"
+        done
+    [ -d data ] && ln -sfn "$(realpath data)" "$copy/data"
+    return 0
+}
+
 mkdir -p "$BUILD"
-echo "[mutate] building the unmutated tree in $BUILD/" >&2
+sync_copy "$BUILD/tree" || { echo "mutate.sh: cannot copy the tree to $BUILD/tree" >&2; exit 2; }
+cd "$BUILD/tree" || exit 2
+BUILD=build-mutate
+mkdir -p "$BUILD"
+echo "[mutate] building the unmutated tree in $(pwd)/$BUILD/" >&2
 if ! make -s -j"$(nproc)" BUILD="$BUILD" all >"$BUILD/mutate-build.log" 2>&1; then
     echo "mutate.sh: the unmutated tree does not build (see $BUILD/mutate-build.log)" >&2
     exit 2
