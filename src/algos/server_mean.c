@@ -20,16 +20,12 @@ void pfl_shared_param_spans(const pfl_fl *fl, pfl_spans *out) {
     const pfl_model *m = fl->model;
     memset(out, 0, sizeof *out);
     for (int l = 0; l < pfl_model_rows(m); l++) {
-        if (!fl->shared[l] || m->layers[l].length == 0) continue;
+        if (!fl->shared[l]) continue;
         /* --bn local: a BatchNorm layer is each client's own, though the run
          * marks it so (pfl_bn_mark_local) only after the method's create,
          * where SCAFFOLD and FedDyn take these spans */
         if (fl->cfg.bn == PFL_BN_LOCAL && l < m->num_layers && m->layers[l].state_length > 0) continue;
-        const size_t off = m->layers[l].offset, len = m->layers[l].length;
-        const int last = out->count - 1;
-        if (last >= 0 && out->offset[last] + out->length[last] == off) out->length[last] += len;
-        else out->offset[out->count] = off, out->length[out->count++] = len;
-        out->floats += len;
+        pfl_spans_add(out, m->layers[l].offset, m->layers[l].length);
     }
     out->whole = out->floats == m->num_params;
 }

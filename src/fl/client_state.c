@@ -39,7 +39,7 @@ static void personal_whole(const pfl_fl *fl, bool *params, bool *stats) {
     for (int l = 0; l < pfl_model_rows(fl->model); l++) params[l] = stats[l] = true;
 }
 
-static void add_span(pfl_spans *s, size_t offset, size_t length) {
+void pfl_spans_add(pfl_spans *s, size_t offset, size_t length) {
     if (length == 0) return;
     if (s->count > 0 && s->offset[s->count - 1] + s->length[s->count - 1] == offset) {
         s->length[s->count - 1] += length;
@@ -77,9 +77,9 @@ static void personal_spans(const pfl_fl *fl, pfl_spans *out) {
     if (mod->flayer_agg) mark_window(m, fl->cfg.algo.head_layers, own, params);
     memset(out, 0, sizeof *out);
     for (int l = 0; l < pfl_model_rows(m); l++)
-        if (params[l]) add_span(out, m->layers[l].offset, m->layers[l].length);
+        if (params[l]) pfl_spans_add(out, m->layers[l].offset, m->layers[l].length);
     for (int l = 0; l < m->num_layers; l++)
-        if (stats[l]) add_span(out, m->layers[l].state_offset, m->layers[l].state_length);
+        if (stats[l]) pfl_spans_add(out, m->layers[l].state_offset, m->layers[l].state_length);
     out->whole = out->floats == pfl_model_vector_len(m);
 }
 

@@ -47,13 +47,8 @@ static void gathered_spans(const pfl_fl *fl, pfl_spans *out) {
         out->count = 2;
         return;
     }
-    for (int l = 0; l < pfl_model_rows(m); l++) {
-        const size_t off = m->layers[l].offset, len = m->layers[l].length;
-        if (!fl->shared[l] || len == 0) continue;
-        const int last = out->count - 1;
-        if (last >= 0 && out->offset[last] + out->length[last] == off) out->length[last] += len;
-        else out->offset[out->count] = off, out->length[out->count++] = len;
-    }
+    for (int l = 0; l < pfl_model_rows(m); l++)
+        if (fl->shared[l]) pfl_spans_add(out, m->layers[l].offset, m->layers[l].length);
 }
 
 /* MPI, a gather: every rank gets every upload of the round (the methods

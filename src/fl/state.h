@@ -120,6 +120,11 @@ typedef struct {
     bool whole;           /* they are the whole model vector */
 } pfl_spans;
 
+/* Appends [offset, offset + length) to s, joined to the last span where it
+ * begins where that one ends (nothing when length is 0); counts floats.
+ * Spans must be added in ascending order. */
+void pfl_spans_add(pfl_spans *s, size_t offset, size_t length);
+
 /* Per-client stores a method may make for its server state (pfl_fl_store). */
 #define PFL_FL_MAX_STORES 4
 
