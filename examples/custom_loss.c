@@ -77,6 +77,7 @@ static const pfl_algo fedavg_kd = {
 };
 
 int main(int argc, char **argv) {
+    pfl_init(argv); /* first: the BLAS kernels the pfl command computes with (run/run.h) */
     if (pfl_algo_register(&fedavg_kd)) {
         fprintf(stderr, "custom_loss: %s\n", pfl_errmsg());
         return 1;

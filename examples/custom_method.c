@@ -52,6 +52,7 @@ static const pfl_algo fedavg_slr = {
 };
 
 int main(int argc, char **argv) {
+    pfl_init(argv); /* first: the BLAS kernels the pfl command computes with (run/run.h) */
     if (pfl_algo_register(&fedavg_slr)) {
         fprintf(stderr, "custom_method: %s\n", pfl_errmsg());
         return 1;

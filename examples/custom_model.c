@@ -26,6 +26,7 @@ static int build_tiny_cnn(pfl_model *m) {
 static const pfl_model_def tiny_cnn = {.name = "tiny-cnn", .build = build_tiny_cnn, .batchnorm = false};
 
 int main(int argc, char **argv) {
+    pfl_init(argv); /* first: the BLAS kernels the pfl command computes with (run/run.h) */
     if (pfl_model_register(&tiny_cnn)) {
         fprintf(stderr, "custom_model: %s\n", pfl_errmsg());
         return 1;

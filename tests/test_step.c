@@ -136,7 +136,10 @@ static void test_terms(void) {
 /* The fused backward-and-step is taken only for the cross-entropy alone with
  * plain SGD: a declared part that adds nothing (a proximal term of mu 0, a
  * term of weight 0) takes the separate path, whose model is the fused one's
- * up to float rounding and, on this model, not bitwise. */
+ * up to float rounding. Which path ran is read from the step's count of
+ * fused batches: whether the two paths round alike depends on the GEMM
+ * kernels OpenBLAS picks for the CPU (on Prescott kernels they agree bit
+ * for bit), so no assertion here rests on it. */
 static void test_fast_path(void) {
     pfl_config cfg = tiny_config(1);
     const int n_train[1] = {12}, n_test[1] = {1};
@@ -148,16 +151,20 @@ static void test_fast_path(void) {
     float *fused = tiny_floats(P), *prox0 = tiny_floats(P), *term0 = tiny_floats(P);
     memcpy(fused, fl->global, P * sizeof(float)), memcpy(prox0, fused, P * sizeof(float));
     memcpy(term0, fused, P * sizeof(float));
-    pfl_train_stats st = {0};
+    pfl_train_stats st_plain = {0}, st_prox = {0}, st_term = {0};
     pfl_step plain = pfl_step_default(fl), prox = pfl_step_default(fl), term = pfl_step_default(fl);
-    pfl_step_run(fl, 0, &fl->workers[0], fused, &plain, &st);
+    pfl_step_run(fl, 0, &fl->workers[0], fused, &plain, &st_plain);
     pfl_step_add_prox(&prox, 0.0f, fl->global, 0, P);
-    pfl_step_run(fl, 0, &fl->workers[0], prox0, &prox, &st);
+    pfl_step_run(fl, 0, &fl->workers[0], prox0, &prox, &st_prox);
     const pfl_loss_term zero = {.name = "squares", .at = PFL_AT_LOGITS, .weight = 0.0f, .value = squares};
     pfl_step_add_term(&term, &zero);
-    pfl_step_run(fl, 0, &fl->workers[0], term0, &term, &st);
+    pfl_step_run(fl, 0, &fl->workers[0], term0, &term, &st_term);
     CHECK(tiny_same(prox0, term0, 0, P), "a term of weight 0 and a proximal term of mu 0: the same separate path");
-    CHECK(!tiny_same(fused, prox0, 0, P), "the plain step is fused (its rounding differs from the separate path's)");
+    CHECK(st_plain.fused_batches == 3 && st_plain.samples == 12, "the plain step is fused: %ld of its 3 batches",
+          st_plain.fused_batches);
+    CHECK(st_prox.fused_batches == 0 && st_term.fused_batches == 0,
+          "a declared part takes the separate path (fused batches: %ld with mu 0, %ld with a term of weight 0)",
+          st_prox.fused_batches, st_term.fused_batches);
     size_t far = 0;
     for (size_t i = 0; i < P; i++) far += !check_close(fused[i], prox0[i], 1e-5);
     CHECK(far == 0, "fused and separate agree to float rounding (%zu far apart)", far);

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "nn/blas.h"
+#include "run/run.h"
 #include "util/err.h" /* pfl_quote */
 #include "util/version.h"
 
@@ -30,24 +30,6 @@ static void usage(FILE *f) {
             "Example:\n"
             "  pfl run --algo fedavg --data fmnist --model cnn --partition pat:2 --clients 20 --rounds 30 --out out/fedavg\n",
             PFL_VERSION);
-}
-
-/* OpenBLAS chose its kernels when it loaded; on a CPU it does not know it
- * took generic ones, several times slower. Run again with the right ones
- * (OPENBLAS_CORETYPE is read only at load time). A user's own
- * OPENBLAS_CORETYPE is left alone; if exec fails, go on as we are. */
-static void reexec_with_better_blas(char **argv) {
-    if (getenv("OPENBLAS_CORETYPE")) return;
-    const char *core = pfl_blas_better_core();
-    if (!core) return;
-    char fallback[64];
-    pfl_blas_describe(fallback, sizeof fallback); /* "OpenBLAS 0.3.21 (Prescott, pthread)" */
-    const char *open = strchr(fallback, '('), *comma = open ? strchr(open, ',') : NULL;
-    char name[32] = "a generic core";
-    if (open && comma && comma - open - 1 < (long)sizeof name) snprintf(name, sizeof name, "%.*s", (int)(comma - open - 1), open + 1);
-    if (setenv("OPENBLAS_CORETYPE", core, 1) || setenv("PFL_BLAS_FALLBACK", name, 1)) return;
-    execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE"), unsetenv("PFL_BLAS_FALLBACK"); /* exec failed: the slow kernels it is */
 }
 
 /* A standard stream the caller closed (pfl table RUN >&-) is opened on
@@ -143,7 +125,7 @@ static int dispatch(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     keep_standard_streams_open();
-    reexec_with_better_blas(argv);
+    pfl_init(argv); /* the BLAS kernels a library program gets too */
     catch_bus_errors();
     if (argc < 2) {
         usage(stderr);

@@ -406,6 +406,7 @@ void pfl_step_run(pfl_fl *fl, int client, pfl_worker *w, float *model, const pfl
             if (last_epoch) stats->last_epoch_correct += correct, stats->last_epoch_samples += B;
             stats->loss_sum += (double)loss * B;
             stats->samples += B;
+            stats->fused_batches += r.fused;
         }
     }
     run_close(&r);

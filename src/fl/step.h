@@ -41,6 +41,8 @@ typedef struct {
     double loss_sum;      /* sum over batches of mean loss x batch size */
     long samples;         /* samples seen (counting epochs) */
     long last_epoch_correct, last_epoch_samples; /* training accuracy of the last epoch */
+    long fused_batches;   /* batches stepped by the fused backward-and-SGD pass (the fast path: what a
+                           * test asks to know the path taken, rather than guessing it from rounding) */
 } pfl_train_stats;
 
 #define PFL_AT_LOGITS (-1)  /* a term or block that reads the logits */

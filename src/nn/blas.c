@@ -49,7 +49,8 @@ static int is_fallback_core(const char *core) {
 const char *pfl_blas_better_core(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     const char *core = openblas_get_corename();
-    if (!is_fallback_core(core)) return NULL;
+    const char *assume = getenv("PFL_BLAS_ASSUME_FALLBACK"); /* a test's: run/run.h, pfl_init */
+    if (!is_fallback_core(core) && !(assume && !strcmp(assume, "1"))) return NULL;
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))

@@ -27,6 +27,21 @@
 #include "modules/modules.h"
 #include "util/params.h"
 
+/* A program's first call, before anything else (as MPI_Init): the same
+ * BLAS kernels as the pfl command, so the same bits. OpenBLAS chose its
+ * kernels when it loaded; on a CPU it does not know (0.3.21 on recent
+ * Xeons) it fell back to generic ones (Prescott), which round otherwise and
+ * run about 2.7x slower. pfl_init then runs the program again (execv of
+ * /proc/self/exe with argv, NULL-terminated) with OPENBLAS_CORETYPE set to
+ * the kernels the CPU can run, as `pfl` does for itself; it returns when no
+ * re-run is needed (a known CPU, or OPENBLAS_CORETYPE already set: a user's
+ * own choice is left alone) or when execv fails (the slow kernels it is).
+ * PFL_BLAS_ASSUME_FALLBACK=1 in the environment makes it treat the kernels
+ * OpenBLAS chose as a fallback, so a test on a known CPU can follow the
+ * re-run. Not for a process that cannot be run again (an interpreter
+ * loading libpfl): there, set OPENBLAS_CORETYPE before OpenBLAS loads. */
+void pfl_init(char **argv);
+
 typedef struct {
     const char *algo, *data, *model, *partition, *data_dir;
     const char *bn;         /* shared | local | stats-local (pfl_run_options_finish resolves auto) */

@@ -103,6 +103,25 @@ prox0=$(json_field global_model_sha256 "$TMP/prox0/summary.json")
     pass "custom_loss --kd-weight 1: the distillation term changes the training" ||
     fail "custom_loss --kd-weight 1 trained as without the term"
 
+# A program built on libpfl computes with the BLAS kernels the pfl command does (pfl_init, its first
+# call): on a CPU OpenBLAS does not know, both run again with the better kernels, so a run's bits
+# do not depend on which of the two ran it. PFL_BLAS_ASSUME_FALLBACK=1 makes this CPU's kernels
+# count as such a fallback; OPENBLAS_CORETYPE (the per-kernel suite sets it) would be left alone.
+same=(--algo fedprox --mu 0.01 --model mlp "${tiny[@]}")
+env -u OPENBLAS_CORETYPE PFL_BLAS_ASSUME_FALLBACK=1 "$PFL" run "${same[@]}" --out "$TMP/fb-pfl" ||
+    fail "pfl run under an assumed BLAS fallback"
+env -u OPENBLAS_CORETYPE PFL_BLAS_ASSUME_FALLBACK=1 "$TMP/custom_loss-shared" "${same[@]}" --out "$TMP/fb-lib" ||
+    fail "custom_loss --algo fedprox under an assumed BLAS fallback"
+for d in fb-pfl fb-lib; do
+    grep -q 'kernels chosen by pfl' "$TMP/$d/summary.json" && pass "$d: ran again with the kernels pfl chose" ||
+        fail "$d: its summary's blas does not say pfl chose the kernels: $(json_field blas "$TMP/$d/summary.json")"
+done
+fb=$(json_field global_model_sha256 "$TMP/fb-pfl/summary.json")
+[ -n "$fb" ] && [ "$(json_field global_model_sha256 "$TMP/fb-lib/summary.json")" = "$fb" ] &&
+    [ "$(json_field blas "$TMP/fb-lib/summary.json")" = "$(json_field blas "$TMP/fb-pfl/summary.json")" ] &&
+    pass "a libpfl program and pfl run: the same kernels and the same global model on the same flags" ||
+    fail "a libpfl program and pfl run differ on the same flags under a BLAS fallback"
+
 "$TMP/custom_model-shared" --algo fedper --head-layers 1 "${tiny[@]}" --out "$TMP/model" || fail "custom_model"
 # conv1 8x1x5x5 + 8, fc (8x12x12) x 10 + 10 (examples/custom_model.c)
 [ "$(json_field model "$TMP/model/summary.json")" = tiny-cnn ] &&
