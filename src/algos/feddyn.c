@@ -191,8 +191,9 @@ static int feddyn_load(pfl_fl *fl, pfl_ckpt_reader *r) {
                : 0;
 }
 
-/* The authors' example_cifar_10.py (alpemreacar/FedDyn): "alpha_coef = 1e-2"; PFLlib's main.py -al
- * default 1.0 is documented for APFL and FedCross. The penalty is PFLlib's, the mean uniform. */
+/* The authors' example_cifar_10.py (alpemreacar/FedDyn): "alpha_coef = 1e-2". PFLlib's FedDyn reads
+ * -al too, default 1.0 (main.py, listed under APFL and FedCross): --dyn-alpha 1 is PFLlib's run. The
+ * penalty is PFLlib's, the mean uniform: a combination neither reference ran (docs/algorithms.md). */
 static const pfl_param feddyn_params[] = {
     {PFL_ALGO_PARAM(FLOAT, "dyn-alpha", dyn_alpha), .def = 0.01, .max = 1e6, .metavar = "F",
      .help = "alpha, the coefficient of the dynamic regularizer (0, with --server-mean samples: FedAvg)"},

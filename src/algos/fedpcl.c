@@ -22,7 +22,8 @@
  *    clipped to norm 10 (PFLlib's clip_grad_norm_), SGD at --lr.
  *  - The personalized model predicts argmax_c r . p_c over the client's own
  *    padded set (0 for a class without one); a client that never uploaded
- *    predicts nothing (PFLlib scores 0).
+ *    predicts nothing and counts 0 of its whole test split (PFLlib counts 0 of
+ *    1e-5 samples, leaving it out of the accuracy: docs/algorithms.md).
  *
  * The client's prototypes ride in its upload's message block (protos.h),
  * the global ones in the global model's; the clients' sets are the
