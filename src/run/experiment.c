@@ -163,6 +163,48 @@ static int finish_models(pfl_fl *fl) {
     return pfl_fl_personal_digest(fl, fl->personal_sha256) || pfl_fl_sum_ala_start(fl) ? -1 : 0;
 }
 
+/* What a run builds before it trains, each step checking what it reads:
+ * the data (and the public hold-out), its partition, the model (and a text
+ * model's vocabulary), the federation. 0, or -1 with a message (what was
+ * made is the caller's to free: run_experiment frees all four). */
+static int prepare(pfl_run_options *o, const pfl_algo *algo, int *holdout, pfl_dataset *data, pfl_partition *part,
+                   pfl_model *model, pfl_fl *fl) {
+    if ((*holdout = public_count(o)) < 0) return -1;
+    if (pfl_run_load_partitioned(o->data, o->data_dir, o->partition, o->cfg.clients, o->cfg.seed, o->train_fraction,
+                                 *holdout, o, data, part) ||
+        build_model(model, o, data))
+        return -1;
+    if (data->text && pfl_model_vocab(model) && build_vocabulary(data, part, model, o)) return -1;
+    o->cfg.algo.tsdp_public = *holdout; /* FedTSDP */
+    return pfl_fl_create(fl, &o->cfg, model, data, part, algo);
+}
+
+/* Run o's checks before training (prepare), without training: --seeds
+ * --overwrite checks its first seed so before it replaces the old run. */
+static int check_run(pfl_run_options *o, const pfl_algo *algo) {
+    pfl_dataset data = {0};
+    pfl_partition part = {0};
+    pfl_model model;
+    pfl_fl fl = {0};
+    int holdout;
+    const bool quiet = o->quiet;
+    o->quiet = true; /* the run itself says what it loads */
+    const int rc = prepare(o, algo, &holdout, &data, &part, &model, &fl);
+    o->quiet = quiet;
+    pfl_fl_destroy(&fl);
+    pfl_partition_free(&part);
+    pfl_dataset_free(&data);
+    return rc;
+}
+
+/* A new run's first files in o->out: metrics.jsonl, and with checkpoints
+ * one of the flags alone (a run killed from now on can be resumed). */
+static int start_outputs(run_report *report) {
+    const pfl_run_options *o = report->o;
+    if (!(report->metrics = pfl_run_open_metrics(o->out))) return -1;
+    return o->checkpoint_every > 0 ? pfl_run_write_start_checkpoint(report) : 0;
+}
+
 /* The run o describes (checked: check_options), into o->out when it is set
  * (`folder`: the folder, locked; NULL when the caller holds it or there is
  * none), from the start or from the checkpoint `resume`. */
@@ -177,19 +219,15 @@ static int run_experiment(pfl_run_options *o, const pfl_algo *algo, pfl_ckpt_rea
     report.folder = folder;
     if (o->checkpoint_every > 0 && !(report.flags = pfl_run_flags(o, &report.flags_len))) goto done;
     /* Fail on an unwritable --out before spending minutes on data and training
-     * (resuming touches the outputs only once the checkpoint has loaded). */
-    if (o->out && !resume && !(report.metrics = pfl_run_open_metrics(o->out))) goto done;
-    if (o->checkpoint_every > 0 && o->out && !resume && pfl_run_write_start_checkpoint(&report)) goto done;
+     * (resuming touches the outputs only once the checkpoint has loaded). A run
+     * that replaces another (--overwrite) opens its files only once it has
+     * checked all it can, below: the folder took a file already (claim). */
+    const bool replacing = folder && folder->replace;
+    if (o->out && !resume && !replacing && start_outputs(&report)) goto done;
     say_device(o);
     say_blas(o);
-    if ((report.holdout = public_count(o)) < 0) goto done;
-    if (pfl_run_load_partitioned(o->data, o->data_dir, o->partition, o->cfg.clients, o->cfg.seed, o->train_fraction,
-                                 report.holdout, o, &data, &part) ||
-        build_model(&model, o, &data))
-        goto done;
-    if (data.text && pfl_model_vocab(&model) && build_vocabulary(&data, &part, &model, o)) goto done;
-    o->cfg.algo.tsdp_public = report.holdout; /* FedTSDP */
-    if (pfl_fl_create(&fl, &o->cfg, &model, &data, &part, algo)) goto done;
+    if (prepare(o, algo, &report.holdout, &data, &part, &model, &fl)) goto done;
+    if (replacing && (pfl_run_folder_replace(folder) || start_outputs(&report))) goto done;
     if (resume) {
         if (pfl_fl_load(&fl, resume) || pfl_run_load_report(resume, &report)) goto done;
         if (o->out && !(report.metrics = pfl_run_reopen_metrics(&report, resume, fl.round))) goto done;
@@ -395,6 +433,12 @@ int pfl_run_seeds(pfl_run_options *o, const pfl_resume_options *resume) {
     /* a new run owns the whole folder (pfl_run_resume holds it when resuming) */
     if (o->out && !resume && pfl_run_folder_lock(&folder, o->out, true)) goto done;
     if (o->out && !resume && pfl_run_folder_claim(&folder, o->overwrite)) goto done;
+    if (folder.replace) { /* --overwrite: the old run goes once the first seed's run has passed its checks */
+        pfl_run_options first = *o;
+        first.seeds = NULL, first.cfg.seed = seeds[0];
+        const pfl_algo *algo = pfl_algo_find(o->algo);
+        if (!algo || check_options(&first) || check_run(&first, algo) || pfl_run_folder_replace(&folder)) goto done;
+    }
     if (o->out && !resume && o->checkpoint_every > 0 && write_seeds_checkpoint(o)) goto done;
     char dir[4096], path[4200];
     for (int i = 0; i < n; i++) {

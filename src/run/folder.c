@@ -137,11 +137,35 @@ void pfl_run_folder_unlock(run_folder *f) {
     f->made = false;
 }
 
+/* DIR takes a new file (a temporary of the run's, which a crash would leave
+ * as nothing pfl minds): a run that replaces another fails on an
+ * unwritable folder before it loads anything, as a new one does. */
+static int check_writable(const char *dir) {
+    char path[PATH_SIZE];
+    if (snprintf(path, sizeof path, "%s/metrics.jsonl.tmp.%ld", dir, (long)getpid()) >= (int)sizeof path)
+        return pfl_err("%s: path too long", dir);
+    const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return pfl_err("%s: cannot write into it: %s", dir, strerror(errno));
+    close(fd);
+    unlink(path);
+    return 0;
+}
+
+int pfl_run_folder_replace(run_folder *f) {
+    if (!f || !f->replace) return 0;
+    if (clear_run(f->dir)) return -1;
+    f->replace = false;
+    return 0;
+}
+
 int pfl_run_folder_claim(run_folder *f, bool overwrite) {
     char seed[300] = "";
     const char *file = run_file_in(f->dir);
     if (!file && !seed_run_in(f->dir, seed, sizeof seed)) return 0;
-    if (overwrite) return clear_run(f->dir);
+    if (overwrite) {
+        f->replace = true;
+        return check_writable(f->dir);
+    }
     if (file == run_files[0])
         return pfl_err("%s: holds a finished run (summary.json): --overwrite replaces it, or choose another --out",
                        f->dir);
@@ -156,7 +180,7 @@ int pfl_run_folder_claim(run_folder *f, bool overwrite) {
 }
 
 void pfl_run_folder_discard(run_folder *f) {
-    if (f->resumable) return;
+    if (f->resumable || f->replace) return; /* a checkpoint to go on from; the old run, untouched */
     char why[1024]; /* the run's own failure is the message to keep */
     snprintf(why, sizeof why, "%s", pfl_errmsg());
     clear_run(f->dir);

@@ -21,6 +21,8 @@ typedef struct {
     int lock_fd;     /* the folder, locked; -1: not held */
     bool made;       /* this process created DIR */
     bool resumable;  /* a checkpoint of a round was written (output.c): a failed run keeps its files */
+    bool replace;    /* holds a run --overwrite replaces, still untouched: the new run removes it
+                      * (pfl_run_folder_replace) only once it has checked all it can before training */
 } run_folder;
 
 /* Locks DIR against every other pfl process, creating it (and its parents)
@@ -32,13 +34,21 @@ int pfl_run_folder_lock(run_folder *f, const char *dir, bool create);
 void pfl_run_folder_unlock(run_folder *f);
 
 /* Makes the locked folder a new run's: when it holds a run, refuses in one
- * line (saying what it holds and what to do), or with `overwrite` removes
- * that run's files first (summary.json first of all). 0 or -1. */
+ * line (saying what it holds and what to do), or with `overwrite` marks it
+ * to be replaced (f->replace) and leaves it as it is, checking that DIR
+ * takes a new file. 0 or -1. */
 int pfl_run_folder_claim(run_folder *f, bool overwrite);
+
+/* The old run of a folder claimed with --overwrite, removed now (its files,
+ * summary.json first of all): called once the new run has loaded its data
+ * and built its federation, so a run that fails its checks never costs the
+ * old one. Nothing to do for NULL or a folder without one. 0 or -1. */
+int pfl_run_folder_replace(run_folder *f);
 
 /* What a failed new run leaves: nothing (its files removed, DIR too when it
  * made it), unless a checkpoint of a round was written, which pfl resume can
- * go on from. */
+ * go on from; and a run it was to replace, when it failed before replacing
+ * it, stays as it was. */
 void pfl_run_folder_discard(run_folder *f);
 
 /* True when DIR/summary.json exists: the run finished. */

@@ -79,7 +79,8 @@ const pfl_param pfl_run_params[] = {
     {RUN_PARAM(STRING, "out", out), .metavar = "DIR", .help = "write metrics.jsonl and summary.json here"},
     {RUN_PARAM(BOOL, "overwrite", overwrite),
      .help = "--out DIR may hold another run: remove that run's files (summary.json, metrics.jsonl, checkpoint, "
-             "seed-N/) first; without it such a folder is refused"},
+             "seed-N/) once the new run has loaded its data and built its federation; without it such a folder is "
+             "refused"},
     {RUN_PARAM(BOOL, "quiet", quiet), .help = "no progress lines"},
     {RUN_PARAM(STRING, "device", device), .def_text = "cpu", .metavar = "cpu|cuda",
      .help = "where clients train and are evaluated: cpu, or cuda (the first NVIDIA GPU; in a pfl built with nvcc "

@@ -5,8 +5,10 @@
 #     the last round's checkpoint (killed before its summary), the summary is
 #     the uninterrupted run's;
 #  3. a run folder holding a run is refused by a new run (nothing touched)
-#     unless --overwrite, which removes the old run's files first; a failed
-#     run leaves nothing;
+#     unless --overwrite, which removes the old run's files once the new run
+#     has checked all it can (data, partition, model, federation): a run
+#     that fails those checks leaves the old one as it was, --seeds too; a
+#     failed run leaves nothing;
 #  4. a write error on standard output (a full device, a closed stdout) ends
 #     every command with exit 1 and one line; one on a run's files too;
 #  5. presets: nesting, size, anchors and a second document refused in one line;
@@ -75,6 +77,17 @@ expect_error "... one that fails after the data loads" "holds a finished run" \
 [ "$(md5 "$TMP/run/summary.json" "$TMP/run/metrics.jsonl" "$TMP/run/checkpoint")" = "$before" ] &&
     pass "the refused runs touched nothing" || fail "a refused run changed the folder"
 "$PFL" table "$TMP/run" >/dev/null || fail "the old run no longer reads"
+# --overwrite by a run that fails its checks: the old run stays, bit for bit (a partition the data
+# cannot make, a data folder that is not there, a model that does not fit the data; a --seeds run too)
+for bad in "--partition pat:11" "--data-dir $TMP/no-such-data" "--model fasttext" "--clients 100000" \
+    "--seeds 1,2 --partition pat:11"; do
+    read -r -a extra <<<"$bad"
+    "$PFL" run "${small[@]}" --rounds 1 "${extra[@]}" --overwrite --out "$TMP/run" 2>/dev/null &&
+        fail "--overwrite with $bad ran"
+    [ "$(md5 "$TMP/run/summary.json" "$TMP/run/metrics.jsonl" "$TMP/run/checkpoint")" = "$before" ] &&
+        pass "--overwrite with $bad failed its checks and left the old run as it was" ||
+        fail "--overwrite with $bad cost the old run: $(ls "$TMP/run")"
+done
 cp -r "$TMP/run" "$TMP/over" && touch "$TMP/over/notes.txt"
 "$PFL" run "${small[@]}" --rounds 3 --seed 2 --stop-after 1 --checkpoint-every 1 --out "$TMP/over" --overwrite ||
     fail "--overwrite, stopped after round 1"
