@@ -45,6 +45,14 @@ static int report_failure(pfl_transport *t, const char *command) {
     return 1;
 }
 
+/* A run that diverged (PFL_RUN_DIVERGED: its summary written, every rank
+ * out alike): its message, once, and exit 2. */
+static int report_divergence(pfl_transport *t, const char *command) {
+    if (!pfl_transport_distributed(t) || t->rank == 0) fprintf(stderr, "%s: %s\n", command, pfl_errmsg());
+    pfl_transport_finish(t);
+    return 2;
+}
+
 /* A run that a SIGTERM or SIGINT stopped, its checkpoint written, exits as
  * the signal would have it (128 + its number): finished it is not. */
 static int exit_status(void) { return pfl_fl_stopped_by() ? 128 + pfl_fl_stopped_by() : 0; }
@@ -227,7 +235,9 @@ static int run_parsed(pfl_run_options *op, const char *preset_line) {
     if (rc == 0 && refuse_seed_checkpoints_under_mpi(&transport, &o)) return 2;
     if (rc == 0 && transport.rank != 0) o.quiet = true, o.out = NULL;
     if (rc == 0 && preset_line && !o.quiet) fprintf(stderr, "%s\n", preset_line);
-    if (rc || pfl_run(&o, NULL)) return report_failure(&transport, "pfl run");
+    if (rc == 0) rc = pfl_run(&o, NULL);
+    if (rc == PFL_RUN_DIVERGED) return report_divergence(&transport, "pfl run");
+    if (rc) return report_failure(&transport, "pfl run");
     pfl_transport_finish(&transport);
     return exit_status();
 }
@@ -277,6 +287,7 @@ int cmd_resume(int argc, char **argv) {
     const pfl_resume_options r = {.threads = threads, .data_dir = data_dir, .quiet = quiet, .stop_after = stop_after,
                                   .transport = &transport};
     const int rc = pfl_run_resume(argv[0], &r);
+    if (rc == PFL_RUN_DIVERGED) return report_divergence(&transport, "pfl resume");
     if (rc < 0) return report_failure(&transport, "pfl resume");
     if (rc > 0 && transport.rank == 0) /* quiet or not: what happened is the answer */
         fprintf(stderr, "pfl resume: %s: the run finished (summary.json): nothing to resume, nothing changed\n",

@@ -247,7 +247,10 @@ static int run_experiment(pfl_run_options *o, const pfl_algo *algo, pfl_ckpt_rea
     if (!report.stopped_early && !trained_before &&
         pfl_fl_run_with(&fl, pfl_run_on_round, pfl_run_after_round, &report))
         goto done;
-    if (report.stopped_early || trained_before) { /* the last evaluation's models are the final ones (MPI: collective) */
+    /* rank 0 watched the losses; every rank takes the same way out */
+    if (pfl_transport_share(o->cfg.transport, &report.diverged_round, sizeof report.diverged_round, 0)) goto done;
+    const bool diverged = report.diverged_round && !o->allow_divergence && fl.round < o->cfg.rounds;
+    if (report.stopped_early || trained_before || diverged) { /* the last evaluation's models are the final ones (MPI: collective) */
         if (finish_models(&fl)) goto done;
     } else if (fl.round < o->cfg.rounds && fl.stop_signal) { /* its checkpoint is written */
         pfl_run_say(o, "[pfl] %s: stopped after round %d with its checkpoint: pfl resume %s goes on",
@@ -267,6 +270,11 @@ static int run_experiment(pfl_run_options *o, const pfl_algo *algo, pfl_ckpt_rea
     if (o->out && pfl_run_write_summary(&fl, &report)) goto done;
     pfl_run_say_done(&fl, &report);
     rc = 0;
+    if (report.diverged_round && !o->allow_divergence) {
+        pfl_err("diverged at round %d: its training loss or global model is not finite (NaN or inf)%s; lower --lr, or "
+                "--allow-divergence runs on", report.diverged_round, o->out ? ", as summary.json says" : "");
+        rc = PFL_RUN_DIVERGED;
+    }
 done:
     if (report.metrics && rc == 0) rc = pfl_run_close_metrics(&report); /* --stop-after: checked too */
     else if (report.metrics) fclose(report.metrics); /* the run's own failure is the message */
@@ -289,7 +297,7 @@ static int run_new(pfl_run_options *o, const pfl_algo *algo) {
         return -1;
     }
     const int rc = run_experiment(o, algo, NULL, &folder);
-    if (rc) pfl_run_folder_discard(&folder);
+    if (rc && rc != PFL_RUN_DIVERGED) pfl_run_folder_discard(&folder); /* a diverged run's summary says so */
     pfl_run_folder_unlock(&folder);
     return rc;
 }
@@ -461,10 +469,16 @@ int pfl_run_seeds(pfl_run_options *o, const pfl_resume_options *resume) {
                 o->out ? dir : "");
         if (o->out) snprintf(path, sizeof path, "%s/checkpoint", dir);
         if (o->out && resume && file_exists(path)) {
-            if (pfl_run_resume(dir, resume) < 0) goto done;
-        } else if (pfl_run(&one, NULL)) {
+            const int seed_rc = pfl_run_resume(dir, resume);
+            if (seed_rc < 0 || seed_rc == PFL_RUN_DIVERGED) {
+                rc = seed_rc;
+                goto done;
+            }
+        } else if ((rc = pfl_run(&one, NULL)) != 0) {
+            if (rc != PFL_RUN_DIVERGED) rc = -1; /* a diverged seed ends the run as it ends itself */
             goto done;
         }
+        rc = -1;
         if (o->out) snprintf(path, sizeof path, "%s/summary.json", dir);
         if (o->out && !file_exists(path)) { /* --stop-after: the whole run stops there, as after a crash */
             rc = 0;

@@ -108,6 +108,10 @@ const pfl_param pfl_run_params[] = {
              "a SIGTERM or SIGINT then ends the round under way with its checkpoint (exit 128 + the signal)"},
     {RUN_PARAM(DOUBLE, "drop-rate", cfg.drop_rate), .max = 1, .metavar = "F",
      .help = "each selected client drops out with probability F, in [0, 1); the server aggregates what arrived"},
+    {RUN_PARAM(BOOL, "allow-divergence", allow_divergence),
+     .help = "a round whose training loss or global model is not finite (NaN, inf) ends the run (summary.json says "
+             "\"diverged_round\", exit 2) unless this is given: then it runs to its last round, still saying where it "
+             "diverged"},
     {RUN_PARAM(INT, "stop-after", stop_after), .max = 1e7, .metavar = "R",
      .help = "tests: stop after round R as a crash would (no summary; 0: never)"},
     {RUN_PARAM(STRING, "client-state", cfg.client_state_dir), .metavar = "DIR",

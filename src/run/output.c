@@ -225,8 +225,24 @@ static void print_dropped(FILE *f, const pfl_round_metrics *m, const pfl_fl *fl)
     if (fl->cfg.drop_rate > 0.0 && m->round > 0) fprintf(f, "  (%d dropped)", m->dropped);
 }
 
+/* Why a round diverged: its training loss (over the clients that trained)
+ * or its global model is not finite; NULL when neither. */
+static const char *divergence(const pfl_round_metrics *m, const pfl_fl *fl) {
+    if (m->train_samples > 0 && !isfinite(m->train_loss)) return "its training loss is not finite";
+    if (!fl->algo->has_global) return NULL;
+    for (size_t i = 0; i < fl->model->num_params; i++)
+        if (!isfinite(fl->global[i])) return "its global model holds NaN or inf";
+    return NULL;
+}
+
 void pfl_run_on_round(const pfl_round_metrics *m, const pfl_fl *fl, void *ctx) {
     run_report *r = ctx;
+    const char *why = m->round > 0 && !r->diverged_round ? divergence(m, fl) : NULL;
+    if (why) {
+        r->diverged_round = m->round;
+        pfl_run_say(r->o, "[pfl] round %d diverged: %s%s", m->round, why,
+                    r->o->allow_divergence ? " (--allow-divergence: going on)" : "; the run stops after it");
+    }
     if (m->round == 0) r->started = monotonic_seconds() - m->eval_seconds;
     r->elapsed = monotonic_seconds() - r->started;
     const int R = fl->cfg.rounds;
@@ -377,6 +393,8 @@ static void write_convergence_fields(FILE *f, const pfl_fl *fl, const run_report
     fprintf(f, ",\n  \"auto_break\": %s", r->o->auto_break ? "true" : "false");
     if (r->o->auto_break) fprintf(f, ",\n  \"top_cnt\": %d", r->o->top_cnt);
     fprintf(f, ",\n  \"stopped_early\": %s,\n  \"rounds_run\": %d", r->stopped_early ? "true" : "false", fl->round);
+    if (r->diverged_round) fprintf(f, ",\n  \"diverged_round\": %d", r->diverged_round);
+    else fputs(",\n  \"diverged_round\": null", f);
 }
 
 static void write_summary_fields(FILE *f, const pfl_run_options *o, const pfl_fl *fl, const run_report *r) {
@@ -454,6 +472,7 @@ void pfl_run_say_done(const pfl_fl *fl, const run_report *r) {
     if (r->stopped_early)
         fprintf(l.f, ", stopped early after round %d (--auto-break: no better accuracy in %d evaluations)", fl->round,
                 o->top_cnt);
+    if (r->diverged_round) fprintf(l.f, ", DIVERGED at round %d", r->diverged_round);
     fprintf(l.f, ", %.1f s/round, %.0f train samples/s\n", fl->round ? fl->train_seconds / fl->round : 0.0,
             fl->train_seconds > 0 ? fl->train_samples / fl->train_seconds : 0.0);
     report_all(fl, l.f, PFL_REPORT_FINAL);
@@ -566,6 +585,7 @@ int pfl_run_after_round(pfl_fl *fl, void *ctx) {
         r->stopped_early = true;
         return 1;
     }
+    if (r->diverged_round && !r->o->allow_divergence) return 1; /* the summary says where (run_experiment) */
     return r->o->stop_after > 0 && round == r->o->stop_after ? 1 : 0;
 }
 

@@ -43,6 +43,7 @@ typedef struct {
     run_eval *evals;  /* every evaluation so far, round 0 included */
     int num_evals, cap_evals;
     bool stopped_early; /* --auto-break stopped the run after its last evaluation */
+    int diverged_round; /* the first round whose training loss or global model was not finite; 0: none */
     /* checkpoints: the run's flags, "--name=value" strings each ended by a NUL */
     char *flags;
     size_t flags_len;

@@ -60,6 +60,7 @@ typedef struct {
     bool tf32;              /* --tf32: TF32 matrix products on the GPU */
     const char *seeds;      /* --seeds LIST: run each seed into out/seed-N and summarize them (NULL: one run) */
     bool auto_break;        /* --auto-break: stop when local_acc has not improved for top_cnt evaluations */
+    bool allow_divergence;  /* --allow-divergence: a run whose loss or global model turns non-finite goes on */
     int top_cnt;            /* ... (PFLlib's -ab / -tc) */
     pfl_config cfg;         /* clients, rounds, lr, ..., the method's and the modules' parameters */
     /* Not flags: where progress lines go (each without its newline); NULL:
@@ -148,14 +149,20 @@ char *pfl_run_flags(const pfl_run_options *o, size_t *len);
  * (resume NULL), or going on from the checkpoint `resume` (pfl_run_resume
  * opens it). From the start, o->out is locked for the run's duration and
  * must not hold another run (unless o->overwrite: its files are removed
- * first); a run that fails leaves nothing there, or, once it wrote a
- * checkpoint of a round, an unfinished run pfl_run_resume goes on with
- * (never a summary.json). Returns 0, or -1 with a message; --stop-after,
+ * once the new run has built its federation); a run that fails leaves
+ * nothing there, or, once it wrote a checkpoint of a round, an unfinished
+ * run pfl_run_resume goes on with (never a summary.json). Returns 0, or -1
+ * with a message, or PFL_RUN_DIVERGED with a message: the training loss or
+ * the global model turned non-finite in a round (NaN, infinity), and,
+ * unless o->allow_divergence, the run stopped after it, its summary.json
+ * written with "diverged_round" (a number that lies would be worse than
+ * none: accuracies of a NaN model look like a result); --stop-after,
  * and a SIGTERM or SIGINT once pfl_fl_catch_signals was called, stop with
  * 0 and no summary, as a crash would, the stop's checkpoint written. Under
  * MPI every rank calls it; rank 0 alone has o->out, locks and writes, and
  * each rank writes its part of a checkpoint where rank 0's o->out is. */
 int pfl_run(pfl_run_options *o, pfl_ckpt_reader *resume);
+#define PFL_RUN_DIVERGED 2
 
 /* What may differ when a run goes on from its checkpoint: nothing that
  * changes its results. */
@@ -178,7 +185,8 @@ typedef struct {
  * while another pfl runs or resumes it), keeps only the metrics.jsonl lines
  * the checkpoint covers (refused when they are not those it was written
  * after), and leaves a finished run (dir/summary.json) as it is. Returns 0,
- * 1 when the run had finished (nothing done), or -1 with a message. */
+ * 1 when the run had finished (nothing done), PFL_RUN_DIVERGED as pfl_run,
+ * or -1 with a message. */
 int pfl_run_resume(const char *dir, const pfl_resume_options *r);
 
 /* ---- several seeds (the list and the summary: seeds.c; running them: experiment.c) ---- */

@@ -15,6 +15,9 @@
 #  6. a preset cannot say where a run writes (out: ...) or how it runs;
 #  7. pfl resume keeps only the metrics rows its checkpoint covers (an edited
 #     row, or another run's rows, refused) and one folder runs one pfl at a time;
+#  8. a run whose loss or global model turns NaN or inf stops after that
+#     round with exit 2, its summary saying "diverged_round" (not a success
+#     with made-up accuracies); --allow-divergence runs on, still saying so;
 # and the smaller ones: --seed beside --seeds, a --join that selects nobody,
 # an argument holding a line break, a client store cut short (SIGBUS).
 . tests/e2e/lib.sh
@@ -105,6 +108,20 @@ expect_error "... its seeds alone" "holds a run of several seeds (seed-" "$PFL" 
     pass "--overwrite removes the seeds' folders" || fail "--overwrite over a --seeds run: $(ls "$TMP/seeds")"
 expect_error "a failed new run" "--clients 100000" "$PFL" run "${small[@]}" --rounds 1 --clients 100000 --checkpoint-every 1 --out "$TMP/new/deep"
 [ ! -e "$TMP/new/deep" ] && pass "a failed new run leaves nothing" || fail "a failed new run left $(ls -R "$TMP/new")"
+
+# ---- 8. a diverged run is no success
+"$PFL" run "${small[@]}" --algo fedavg --rounds 3 --lr 1000 --weight-decay 1000 --out "$TMP/nan" 2>"$TMP/nan.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "diverged at round 1" "$TMP/nan.err" && [ "$(json_field diverged_round "$TMP/nan/summary.json")" = 1 ] &&
+    [ "$(json_field rounds_run "$TMP/nan/summary.json")" = 1 ] &&
+    pass "a diverged run stops after its round: exit 2, one line, summary.json's diverged_round 1" ||
+    fail "a diverged run: exit $rc, $(tail -n 1 "$TMP/nan.err"), diverged_round $(json_field diverged_round "$TMP/nan/summary.json")"
+"$PFL" run "${small[@]}" --algo fedavg --rounds 2 --lr 1000 --weight-decay 1000 --allow-divergence --out "$TMP/nan2" &&
+    [ "$(json_field diverged_round "$TMP/nan2/summary.json")" = 1 ] && [ "$(json_field rounds_run "$TMP/nan2/summary.json")" = 2 ] &&
+    pass "--allow-divergence runs on, its summary still saying where it diverged" ||
+    fail "--allow-divergence: $(json_field rounds_run "$TMP/nan2/summary.json") rounds, diverged_round $(json_field diverged_round "$TMP/nan2/summary.json")"
+[ "$(json_field diverged_round "$TMP/run/summary.json")" = null ] && pass "a run that did not diverge: diverged_round null" ||
+    fail "a sound run's diverged_round: $(json_field diverged_round "$TMP/run/summary.json")"
 
 # ---- 4. write errors
 for cmd in "table $TMP/run" "model --model cnn" "partition --partition iid --clients 2" \
