@@ -120,6 +120,12 @@ rc=$?
     [ "$(json_field diverged_round "$TMP/nan2/summary.json")" = 1 ] && [ "$(json_field rounds_run "$TMP/nan2/summary.json")" = 2 ] &&
     pass "--allow-divergence runs on, its summary still saying where it diverged" ||
     fail "--allow-divergence: $(json_field rounds_run "$TMP/nan2/summary.json") rounds, diverged_round $(json_field diverged_round "$TMP/nan2/summary.json")"
+# Local has no global model: its training loss alone tells
+"$PFL" run "${small[@]}" --algo local --rounds 2 --lr 1000 --weight-decay 1000 --out "$TMP/nan3" 2>/dev/null
+rc=$?
+[ $rc -eq 2 ] && [ "$(json_field diverged_round "$TMP/nan3/summary.json")" = 1 ] &&
+    pass "local, no global model: its NaN training loss stops it (exit 2)" ||
+    fail "local at lr 1000: exit $rc, diverged_round $(json_field diverged_round "$TMP/nan3/summary.json")"
 [ "$(json_field diverged_round "$TMP/run/summary.json")" = null ] && pass "a run that did not diverge: diverged_round null" ||
     fail "a sound run's diverged_round: $(json_field diverged_round "$TMP/run/summary.json")"
 
