@@ -10,6 +10,7 @@
 
 #include "data/data.h"
 #include "util/err.h"
+#include "util/safe_write.h" /* pfl_read_open: regular files only */
 
 enum { CIFAR_PIXELS = 3072, CIFAR_RECORD = 1 + CIFAR_PIXELS, CIFAR_CLASSES = 10 };
 
@@ -53,8 +54,8 @@ static int read_records(FILE *f, const char *file, long long records, uint8_t *p
 int pfl_cifar10_read(const char *path, uint8_t *pixels, uint8_t *labels, int *n, int capacity) {
     const char *file = base_name(path);
     errno = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return pfl_err("cifar10: %s: cannot open: %s", path, strerror(errno));
+    FILE *f = pfl_read_open(path); /* a FIFO or a device there is refused, not waited on */
+    if (!f) return pfl_err_prefix("cifar10");
     long long records = 0;
     int rc = check_size(f, file, &records);
     if (rc == 0 && (*n < 0 || records > (long long)capacity - *n))

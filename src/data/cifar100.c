@@ -14,6 +14,7 @@
 
 #include "data/data.h"
 #include "util/err.h"
+#include "util/safe_write.h" /* pfl_read_open: regular files only */
 
 enum { C100_PIXELS = 3072, C100_RECORD = 2 + C100_PIXELS, C100_SIDE = 32, C100_FINE = 100, C100_COARSE = 20 };
 
@@ -51,8 +52,8 @@ int pfl_cifar100_read(const char *path, int coarse, uint8_t *pixels, uint8_t *la
         return pfl_err("cifar100: %s: %lld records do not fit: %d of %d places already used", file, records, *n,
                        capacity);
     errno = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return pfl_err("cifar100: %s: cannot open: %s", path, strerror(errno));
+    FILE *f = pfl_read_open(path); /* a FIFO or a device there is refused, not waited on */
+    if (!f) return pfl_err_prefix("cifar100");
     unsigned char rec[C100_RECORD];
     uint8_t *px = pixels + (size_t)*n * C100_PIXELS, *lab = labels + *n;
     int rc = 0;

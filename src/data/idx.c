@@ -14,6 +14,7 @@
 
 #include "data/data.h"
 #include "util/err.h"
+#include "util/safe_write.h" /* pfl_read_open: regular files only */
 
 enum { IDX_IMAGES = 2051, IDX_LABELS = 2049, IDX_MAX_SIDE = 1024 };
 
@@ -169,8 +170,13 @@ int pfl_idx_read(const char *path, const char *what, int expect_magic, uint8_t *
     if (expect_magic != IDX_IMAGES && expect_magic != IDX_LABELS)
         return pfl_err("%s%s%s: unsupported IDX magic %d requested", c.what, c.sep, c.file, expect_magic);
     errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f) return pfl_err("%s%s%s: cannot open: %s", c.what, c.sep, path, errno ? strerror(errno) : "out of memory");
+    const int fd = pfl_read_fd(path); /* a FIFO or a device there is refused, not waited on */
+    if (fd < 0) return pfl_err_prefix(c.what[0] ? c.what : "idx");
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return pfl_err("%s%s%s: cannot open: out of memory", c.what, c.sep, path);
+    }
     gzbuffer(f, 1 << 17); /* fewer system calls on 47 MB files */
 
     long dims[3] = {0, 1, 1};

@@ -122,7 +122,7 @@ static void cache_key(const struct stat *st, char *key, size_t size) {
 static int cache_lookup(const char *key, char md5[33]) {
     char path[4200], line[512];
     if (cache_path(path, sizeof path)) return -1;
-    FILE *f = fopen(path, "r");
+    FILE *f = pfl_read_open(path);
     if (!f) return -1;
     const size_t klen = strlen(key);
     int found = -1;
@@ -175,13 +175,15 @@ static int content_md5(const char *path, int gz, char md5[33]) {
     pfl_md5_init(&s);
     int rc = 0;
     if (gz) {
-        gzFile f = gzopen(path, "rb");
+        const int fd = pfl_read_fd(path); /* a FIFO is not hashed, nor waited on */
+        gzFile f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
+        if (fd >= 0 && !f) close(fd);
         int n = 0;
         if (!f) rc = -1;
         while (rc == 0 && (n = gzread(f, buf, CHUNK)) > 0) pfl_md5_update(&s, buf, (size_t)n);
         if (f && (n < 0 || gzclose(f) != Z_OK)) rc = -1;
     } else {
-        FILE *f = fopen(path, "rb");
+        FILE *f = pfl_read_open(path);
         size_t n;
         if (!f) rc = -1;
         while (rc == 0 && (n = fread(buf, 1, CHUNK, f)) > 0) pfl_md5_update(&s, buf, n);

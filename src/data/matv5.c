@@ -25,6 +25,7 @@
 #include <zlib.h>
 
 #include "util/err.h"
+#include "util/safe_write.h" /* pfl_read_open: regular files only */
 
 enum {
     MI_INT8 = 1, MI_UINT8 = 2, MI_INT16 = 3, MI_UINT16 = 4, MI_INT32 = 5, MI_UINT32 = 6, MI_SINGLE = 7,
@@ -294,8 +295,8 @@ static int check_elements(mat_file *m, pfl_matv5_var *vars, int *count) {
 int pfl_matv5_scan(const char *path, const char *prefix, pfl_matv5_var *vars, int *count) {
     *count = 0;
     errno = 0;
-    mat_file m = {fopen(path, "rb"), prefix, 0, 0};
-    if (!m.f) return pfl_err("%s: cannot open: %s", prefix, strerror(errno));
+    mat_file m = {pfl_read_open(path), prefix, 0, 0}; /* a FIFO or a device there is refused, not waited on */
+    if (!m.f) return pfl_err_prefix(prefix);
     struct stat st;
     int rc = fstat(fileno(m.f), &st) == 0 ? 0 : pfl_err("%s: cannot stat: %s", prefix, strerror(errno));
     m.size = (long long)st.st_size;

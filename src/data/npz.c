@@ -19,6 +19,7 @@
 
 #include "data/npz.h"
 #include "util/err.h"
+#include "util/safe_write.h" /* pfl_read_open: regular files only */
 
 #define MEMBER "data.npy"
 enum { EOCD_SIZE = 22, ZIP64_LOCATOR_SIZE = 20, ZIP64_EOCD_SIZE = 56, CENTRAL_SIZE = 46, LOCAL_SIZE = 30 };
@@ -314,8 +315,17 @@ static int npy_payload(const npz_source *src, const uint8_t *npy, size_t size, s
 
 static int read_whole(const npz_source *src, uint8_t **buf, size_t *size) {
     *buf = NULL;
-    FILE *f = fopen(src->path, "rb");
-    if (!f) return pfl_npz_fail(src, "file", "cannot open: %s", strerror(errno));
+    const int fd = pfl_read_fd(src->path); /* a FIFO or a device there is refused, not waited on */
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        const char *why = fd >= 0 ? strerror(errno) : pfl_errmsg(); /* "PATH: cannot read: ...": the path once */
+        const size_t n = strlen(src->path);
+        if (fd < 0 && !strncmp(why, src->path, n) && !strncmp(why + n, ": ", 2)) why += n + 2;
+        char copy[512];
+        snprintf(copy, sizeof copy, "%s", why);
+        return pfl_npz_fail(src, "file", "%s", copy);
+    }
     struct stat st;
     int rc = -1;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0) {

@@ -20,6 +20,7 @@
 
 #include "data/data.h"
 #include "util/err.h"
+#include "util/safe_write.h" /* pfl_read_open: regular files only */
 
 #define WHAT "pfllib"
 enum { MAX_CLASSES = 256, MAX_CLIENTS = 10000000 };
@@ -61,10 +62,12 @@ static int read_config(folder_config *f, const char *dir) {
     f->dir = dir;
     if (snprintf(f->config, sizeof f->config, "%s/config.json", dir) >= (int)sizeof f->config)
         return pfl_err(WHAT ": %s: path too long", dir);
-    FILE *file = fopen(f->config, "r");
-    if (!file)
-        return pfl_err(WHAT ": %s: cannot open: %s (a PFLlib folder holds config.json, train/ and test/)", f->config,
-                       strerror(errno));
+    FILE *file = pfl_read_open(f->config); /* a FIFO there is refused, not waited on */
+    if (!file) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", pfl_errmsg());
+        return pfl_err(WHAT ": %s (a PFLlib folder holds config.json, train/ and test/)", why);
+    }
     json_error_t e;
     json_t *root = json_loadf(file, JSON_REJECT_DUPLICATES, &e);
     fclose(file);

@@ -15,6 +15,7 @@
 
 #include "data/data.h"
 #include "util/err.h"
+#include "util/safe_write.h" /* pfl_read_open: regular files only */
 
 enum { AGNEWS_CLASSES = 4, AGNEWS_FIELDS = 3 };
 
@@ -225,8 +226,8 @@ static int read_row(text_builder *b, cursor *c) {
 
 static int read_file(const char *path, char **data, long long *len) {
     errno = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return pfl_err("agnews: cannot open %s: %s", path, strerror(errno));
+    FILE *f = pfl_read_open(path); /* a FIFO or a device there is refused, not waited on */
+    if (!f) return pfl_err_prefix("agnews");
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || st.st_size < 0) {
         fclose(f);

@@ -24,6 +24,7 @@
 
 #include "data/data.h"
 #include "util/err.h"
+#include "util/safe_write.h" /* pfl_read_open: regular files only */
 
 enum { TIN_SIDE = 64, TIN_PIXELS = 3 * TIN_SIDE * TIN_SIDE, TIN_MAX_FILE = 16 << 20 };
 
@@ -47,8 +48,8 @@ static int read_file(const char *path, const char *file, unsigned char **buf, si
     *buf = NULL;
     *len = 0;
     errno = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return pfl_err("tinyimagenet: %s: cannot open: %s", path, strerror(errno));
+    FILE *f = pfl_read_open(path); /* a FIFO or a device there is refused, not waited on */
+    if (!f) return pfl_err_prefix("tinyimagenet");
     struct stat st;
     int rc = 0;
     if (fstat(fileno(f), &st) != 0) rc = pfl_err("tinyimagenet: %s: cannot stat: %s", file, strerror(errno));
@@ -222,8 +223,8 @@ static const char *shown(char *buf, size_t size, const char *s) {
  * byte inside a line is refused: it would silently cut the line short. */
 static int read_lines(const char *path, strlist *out) {
     errno = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return pfl_err("tinyimagenet: %s: cannot open: %s", path, strerror(errno));
+    FILE *f = pfl_read_open(path);
+    if (!f) return pfl_err_prefix("tinyimagenet");
     char *line = NULL;
     size_t cap = 0;
     ssize_t got;

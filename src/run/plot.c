@@ -80,7 +80,7 @@ static void first_error_line(const canvas *c, char *buf, size_t size) {
     char path[4200];
     snprintf(path, sizeof path, "%s/gnuplot.err", c->dir);
     buf[0] = '\0';
-    FILE *f = fopen(path, "r");
+    FILE *f = pfl_read_open(path);
     if (!f) return;
     while (fgets(buf, (int)size, f)) {
         buf[strcspn(buf, "\n")] = '\0';

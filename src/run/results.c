@@ -11,6 +11,7 @@
 
 #include "run/results.h"
 #include "util/err.h"
+#include "util/safe_write.h" /* pfl_read_open: regular files only */
 
 struct pfl_run_summary {
     json_t *json;
@@ -20,7 +21,10 @@ pfl_run_summary *pfl_summary_load(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/summary.json", dir);
     json_error_t e;
-    json_t *j = json_load_file(path, 0, &e);
+    FILE *in = pfl_read_open(path); /* a FIFO there is refused, not waited on */
+    if (!in) return NULL;
+    json_t *j = json_loadf(in, 0, &e);
+    fclose(in);
     if (!j || !json_is_object(j)) {
         json_decref(j);
         pfl_err("%s: %s", path, j ? "not a JSON object" : e.text);
@@ -80,8 +84,8 @@ static double number_or_nan(json_t *o, const char *key) {
 /* One metrics.jsonl: its rounds and accuracies, as far as whole lines go. */
 int pfl_series_load(pfl_series *s, const char *path) {
     memset(s, 0, sizeof *s);
-    FILE *f = fopen(path, "r");
-    if (!f) return pfl_err("%s: cannot read", path);
+    FILE *f = pfl_read_open(path);
+    if (!f) return -1;
     char *line = NULL;
     size_t cap = 0, room = 0;
     ssize_t len;

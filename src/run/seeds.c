@@ -150,7 +150,11 @@ int pfl_seeds_summarize(const char *dir, const uint64_t *seeds, int n) {
     for (int i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/seed-%llu/summary.json", dir, (unsigned long long)seeds[i]);
         json_error_t e;
-        if (!(runs[i] = json_load_file(path, 0, &e)) || !json_is_object(runs[i])) {
+        FILE *in = pfl_read_open(path); /* a FIFO there is refused, not waited on */
+        if (!in) goto done;
+        runs[i] = json_loadf(in, 0, &e);
+        fclose(in);
+        if (!runs[i] || !json_is_object(runs[i])) {
             pfl_err("%s: %s", path, runs[i] ? "not a JSON object" : e.text);
             goto done;
         }

@@ -9,6 +9,7 @@
 
 #include "run/results.h"
 #include "util/err.h"
+#include "util/safe_write.h" /* pfl_read_open: regular files only */
 
 /* A table in memory: rows x columns of text cells, plus for each cell the
  * number it ranks by (NAN: not ranked), so the best can be bolded. */
@@ -180,7 +181,7 @@ static void put_missing(grid *g, int row, int col, const pfl_preset *p, const pf
     const char *flag = pending_flag_of(p, c);
     if (pfl_preset_pending_algo(p, c->algo)) put(g, row, col, NAN, "not run: %s is not in pfl yet", c->algo);
     else if (flag) put(g, row, col, NAN, "not run: --%s is not in pfl yet", flag);
-    else if ((f = fopen(ck, "rb"))) put(g, row, col, NAN, "unfinished (pfl resume %s)", path);
+    else if ((f = pfl_read_open(ck))) put(g, row, col, NAN, "unfinished (pfl resume %s)", path);
     else put(g, row, col, NAN, "not run (no %s/summary.json)", path);
     if (f) fclose(f);
 }

@@ -17,6 +17,18 @@ int pfl_err(const char *fmt, ...) {
 
 const char *pfl_errmsg(void) { return last_message; }
 
+int pfl_err_prefix(const char *prefix) {
+    char was[sizeof last_message];
+    memcpy(was, last_message, sizeof was);
+    snprintf(last_message, sizeof last_message, "%s: ", prefix);
+    const size_t at = strlen(last_message), room = sizeof last_message - 1 - at;
+    size_t n = strlen(was);
+    if (n > room) n = room; /* cut, as a message too long for the buffer is */
+    memcpy(last_message + at, was, n);
+    last_message[at + n] = '\0';
+    return -1;
+}
+
 void pfl_err_clear(void) { last_message[0] = '\0'; }
 
 const char *pfl_quote(char *buf, size_t size, const void *bytes, size_t n, size_t max) {

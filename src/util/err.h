@@ -20,6 +20,9 @@ int pfl_err(const char *fmt, ...) PFL_PRINTF(1, 2);
 
 /* The last message recorded on this thread ("" when none). */
 const char *pfl_errmsg(void);
+/* Puts "PREFIX: " before the current message (a reader naming its dataset
+ * before what a lower layer said); returns -1. */
+int pfl_err_prefix(const char *prefix);
 
 /* Forgets the last message. */
 void pfl_err_clear(void);

@@ -125,7 +125,7 @@ int pfl_atomic_place(const char *from, const char *path) {
 static int open_regular(const char *path, int flags, bool writing) {
     const char *verb = writing ? "write" : "read";
     const int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0666);
-    if (fd < 0) return pfl_err("%s: cannot %s: %s", path, verb, strerror(errno));
+    if (fd < 0) return pfl_err("%s: cannot %s: %s", path, writing ? verb : "open", strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) pfl_err("%s: cannot %s: %s", path, verb, strerror(errno));
     else if (!S_ISREG(st.st_mode) && writing) refuse_kind(path, st.st_mode);
@@ -171,6 +171,8 @@ int pfl_stream_close(FILE *f, const char *path) {
 }
 
 FILE *pfl_read_open(const char *path) { return stream_of(open_regular(path, O_RDONLY, false), path, "r", false); }
+
+int pfl_read_fd(const char *path) { return open_regular(path, O_RDONLY, false); }
 
 int pfl_mkdirs(const char *path) {
     char buf[4096];

@@ -55,8 +55,11 @@ int pfl_stream_close(FILE *f, const char *path);
 
 /* Reading back what pfl wrote (a checkpoint, metrics.jsonl): PATH opened
  * to read only when it is a regular file; a pipe or a device there is
- * refused, not waited on. NULL with "PATH: cannot read: reason". */
+ * refused, not waited on. NULL with "PATH: cannot open: reason" (no such file, no
+ * permission) or "PATH: cannot read: a named pipe (FIFO), not a regular file". */
 FILE *pfl_read_open(const char *path);
+/* The same as a descriptor (for gzdopen, a zip reader): -1 with the message. */
+int pfl_read_fd(const char *path);
 
 /* Creates `path` and its missing parents (mkdir -p). 0 or -1 with a message. */
 int pfl_mkdirs(const char *path);

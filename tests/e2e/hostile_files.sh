@@ -6,7 +6,10 @@
 # that differs from its official copy warned about even with --quiet; and
 # hostile PFLlib client files (truncated, a 2 GiB size in a small zip, a
 # complex dtype, a pickle calling os.system, labels outside num_classes,
-# files that disagree with config.json or with each other).
+# files that disagree with config.json or with each other); and FIFOs where
+# a file is read (a PFLlib folder's client file or config.json, an MNIST
+# file under --data-dir, a run's summary.json for pfl table): refused at
+# once, never waited on (each try bounded by timeout).
 . tests/e2e/lib.sh
 export PFL_CACHE_DIR=${PFL_CACHE_DIR:-$TMP/cache} # the suite's cache (run-tests.sh) when there is one
 
@@ -82,4 +85,28 @@ if [ -d "$PFL_DATA/cifar10" ]; then
 else
     echo "skipped: cifar10 checks (no $PFL_DATA/cifar10)"
 fi
+
+# ---- FIFOs where files are read: refused at once, not waited on (a hang ends in timeout's exit 124)
+fifo_refused() { # WHAT NEEDLE COMMAND...: at most 20 s, one line naming the file, exit 1 or 2
+    local what=$1 needle=$2
+    shift 2
+    expect_error "$what" "$needle" timeout 20 "$@"
+}
+pfllib_folder "$TMP/p-fifo" "$one" "$good"
+rm "$TMP/p-fifo/train/0.npz" && mkfifo "$TMP/p-fifo/train/0.npz"
+fifo_refused "a FIFO as a PFLlib client file" "p-fifo/train/0.npz" "$PFL" run --data "pfllib:$TMP/p-fifo" --model dnn --clients 1 --rounds 1 --quiet
+pfllib_folder "$TMP/p-fifo2" "$one" "$good"
+rm "$TMP/p-fifo2/config.json" && mkfifo "$TMP/p-fifo2/config.json"
+fifo_refused "a FIFO as a PFLlib config.json" "config.json: cannot read: a named pipe (FIFO)" "$PFL" run --data "pfllib:$TMP/p-fifo2" --model dnn --clients 1 --rounds 1 --quiet
+if [ -f "$PFL_DATA/mnist/train-images-idx3-ubyte" ] || [ -f "$PFL_DATA/mnist/train-images-idx3-ubyte.gz" ]; then
+    mkdir -p "$TMP/mf/mnist"
+    for f in "$PFL_DATA"/mnist/*; do ln -s "$(realpath "$f")" "$TMP/mf/mnist/$(basename "$f")"; done
+    for f in "$TMP"/mf/mnist/train-labels*; do rm "$f" && mkfifo "$f"; done
+    fifo_refused "a FIFO as an MNIST file" "train-labels" \
+        "$PFL" run --data mnist --data-dir "$TMP/mf" --model dnn --partition iid --clients 2 --rounds 1 --quiet
+else
+    echo "skipped: the MNIST FIFO check (no $PFL_DATA/mnist)"
+fi
+mkdir -p "$TMP/tf" && mkfifo "$TMP/tf/summary.json"
+fifo_refused "a FIFO as a run's summary.json for pfl table" "summary.json: cannot read: a named pipe (FIFO)" "$PFL" table "$TMP/tf"
 finish
