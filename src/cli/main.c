@@ -127,6 +127,10 @@ int main(int argc, char **argv) {
     keep_standard_streams_open();
     pfl_init(argv); /* the BLAS kernels a library program gets too */
     catch_bus_errors();
+    /* A file past the size limit (ulimit -f, a quota that signals) fails its
+     * write with EFBIG, which every writer reports in one line naming the
+     * file and cleans up after, instead of the process dying silently. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -144,6 +144,21 @@ done
 expect_error "run, metrics.jsonl cannot grow" "metrics.jsonl: write failed" bash -c "trap '' XFSZ; ulimit -f 1; exec \"\$@\"" - \
     "$PFL" run "${small[@]}" --clients 40 --partition onelabel:20/5 --rounds 6 --out "$TMP/full"
 [ ! -e "$TMP/full/summary.json" ] && pass "no summary after a lost metrics line" || fail "a summary beside lost metrics"
+# a file size limit as the shell sets it (SIGXFSZ not ignored by the caller): pfl ignores the signal itself,
+# so each writer says which file could not grow (exit 1, one line) and leaves no temporary file behind
+limited() { bash -c "ulimit -f $1; exec \"\$@\"" - "${@:2}"; }
+mkdir -p "$TMP/fz/cs"
+expect_error "a checkpoint past the size limit" "checkpoint.tmp." limited 20 \
+    "$PFL" run "${small[@]}" --rounds 2 --checkpoint-every 1 --out "$TMP/fz/run"
+expect_error "partition --save past the size limit" "split.json: write failed" limited 1 \
+    "$PFL" partition --data mnist --partition onelabel:50/20 --clients 4 --quiet --save "$TMP/fz/split.json"
+expect_error "--export pfllib past the size limit" "pfllib export:" limited 8 \
+    "$PFL" partition --data mnist --partition onelabel:50/20 --clients 4 --quiet --export pfllib "$TMP/fz/pf"
+expect_error "--client-state past the size limit" "cannot size a file" limited 1 \
+    "$PFL" run "${small[@]}" --rounds 1 --client-state "$TMP/fz/cs" --out "$TMP/fz/cs-run"
+left=$(cd "$TMP/fz" && find . -mindepth 1 ! -path ./cs | sort | tr '\n' ' ')
+[ -z "$left" ] && [ -z "$(ls -A "$TMP/fz/cs")" ] && pass "writers past the size limit left nothing behind" ||
+    fail "writers past the size limit left: $left $(ls -A "$TMP/fz/cs")"
 
 # ---- 5. presets: bounded and one document
 python3 -c "print('[' * 20000)" >"$TMP/deep.yaml"
