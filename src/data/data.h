@@ -324,6 +324,10 @@ void pfl_npz_xy_free(pfl_npz_xy *xy);
  * one line naming the file and the field ("pfllib: DIR/train/3.npz: y: label
  * 12 at sample 40 is outside num_classes 10 (config.json)"). */
 int pfl_pfllib_load(pfl_dataset *d, const char *dir);
+/* The clients a PFLlib folder holds (config.json's num_clients), read and
+ * checked as pfl_pfllib_load reads it: what --clients means when not given
+ * with --data pfllib:DIR. 0, or -1 with a message. */
+int pfl_pfllib_clients(const char *dir, int *clients);
 
 /* Writes p's clients of d as a PFLlib folder DIR (created; refused when it
  * exists and is not empty): config.json with PFLlib's keys (num_clients,

@@ -338,6 +338,14 @@ static void name_of(char *name, size_t size, const char *dir) {
     snprintf(name, size, "%.*s", (int)(len - start), dir + start);
 }
 
+int pfl_pfllib_clients(const char *dir, int *clients) {
+    folder_config f;
+    const int rc = read_config(&f, dir);
+    json_decref(f.stats);
+    if (rc == 0) *clients = f.clients;
+    return rc;
+}
+
 int pfl_pfllib_load(pfl_dataset *d, const char *dir) {
     folder_config f;
     folder_data fd = {.max_label = -1};

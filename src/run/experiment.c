@@ -107,8 +107,17 @@ static bool writes_outputs(const pfl_run_options *o) {
     return !pfl_transport_distributed(o->cfg.transport) || o->cfg.transport->rank == 0;
 }
 
+/* --data pfllib:DIR without --clients: the folder's own clients (its
+ * config.json), as its clients are the split; given, they must agree
+ * (partition.c says so in one line). */
+static int clients_from_folder(pfl_run_options *o) {
+    if (o->clients_given || !o->data || strncmp(o->data, "pfllib:", 7) || !o->data[7]) return 0;
+    return pfl_pfllib_clients(o->data + 7, &o->cfg.clients);
+}
+
 /* What is checked before anything is loaded or written. */
 static int check_options(pfl_run_options *o) {
+    if (clients_from_folder(o)) return -1;
     if (o->checkpoint_every > 0 && !o->out && writes_outputs(o))
         return pfl_err("--checkpoint-every needs --out DIR (where it writes)");
     if (!(o->cfg.drop_rate < 1.0))
@@ -432,6 +441,10 @@ int pfl_run_seeds(pfl_run_options *o, const pfl_resume_options *resume) {
         return pfl_err("--seeds with checkpoints does not run under mpirun: run each seed as a run of its own "
                        "(--seed N --out DIR/seed-N)");
     if (!o->seeds || pfl_parse_seeds(o->seeds, &seeds, &n)) return o->seeds ? -1 : pfl_err("--seeds: none given");
+    if (clients_from_folder(o)) { /* before the flags are stored: a resume reads the folder's count */
+        free(seeds);
+        return -1;
+    }
     int rc = -1;
     run_folder folder = {.lock_fd = -1};
     if (o->checkpoint_every > 0 && !o->out) {

@@ -30,7 +30,7 @@ const pfl_param pfl_run_params[] = {
      .help = "iid | pat[:K] | dir[:A[:MIN]] | onelabel[:TRAIN/TEST] | shards[:K] | dirc[:A] | cfr[:K] (see README); "
              "pfllib, the only one for --data pfllib:DIR and its default"},
     {RUN_PARAM(INT, "clients", cfg.clients), .alias = "nc", .def = 20, .min = 1, .max = 1e7, .metavar = "N",
-     .help = "number of clients"},
+     .help = "number of clients (with --data pfllib:DIR, default: the folder's own, num_clients of its config.json)"},
     {RUN_PARAM(DOUBLE, "join", cfg.join), .alias = "jr", .def = 1.0, .min = 0, .max = 1, .min_exclusive = true,
      .metavar = "F", .help = "fraction of clients per round, in (0, 1]"},
     {RUN_PARAM(INT, "rounds", cfg.rounds), .alias = "gr", .def = 100, .max = 1e7, .metavar = "R",
@@ -343,6 +343,7 @@ int pfl_run_options_parse(pfl_run_options *o, int argc, char **argv, bool stored
         if (pfl_param_parse(p, &b, value)) return -1;
         top_cnt_given |= !strcmp(p->name, "top-cnt");
         seed_given |= !strcmp(p->name, "seed");
+        o->clients_given |= !strcmp(p->name, "clients");
         if (module && p != &module->params[0] && num_given < 64)
             given[num_given] = p, given_module[num_given++] = module;
     }

@@ -32,6 +32,14 @@ if "$PFL" run --data "pfllib:$TMP/img" --model dnn --clients 2 --rounds 3 --batc
 else
     fail "images: pfl run on the folder failed"
 fi
+# without --clients: the folder's own (num_clients, 2), not the default 20; given, the same global model
+"$PFL" run --data "pfllib:$TMP/img" --model dnn --rounds 3 --batch 2 --lr 0.05 --quiet --out "$TMP/img-own" &&
+    [ "$(json_field clients "$TMP/img-own/summary.json")" = 2 ] &&
+    [ "$(json_field global_model_sha256 "$TMP/img-own/summary.json")" = "$(json_field global_model_sha256 "$TMP/img-run/summary.json")" ] &&
+    pass "images: without --clients the folder's 2 clients, the same run as --clients 2" ||
+    fail "images: without --clients: $(json_field clients "$TMP/img-own/summary.json") clients"
+expect_error "images: --clients 3 against the folder's 2" "--clients 3: the PFLlib folder holds 2 clients" \
+    "$PFL" run --data "pfllib:$TMP/img" --model dnn --clients 3 --rounds 1 --quiet
 out=$("$PFL" run --data "pfllib:$TMP/img" --model dnn --clients 2 --rounds 1 --batch 2 2>&1 >/dev/null)
 case $out in *"[pfl] loaded img from $TMP/img: 19 samples, 1x3x3, 3 classes"*"a PFLlib folder: 2 clients, 3 classes, partition pat (config.json)"*)
     pass "images: what was loaded is said" ;; *) fail "images: progress lines: $out" ;; esac
