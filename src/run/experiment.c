@@ -111,8 +111,11 @@ static bool writes_outputs(const pfl_run_options *o) {
  * config.json), as its clients are the split; given, they must agree
  * (partition.c says so in one line). */
 static int clients_from_folder(pfl_run_options *o) {
-    if (o->clients_given || !o->data || strncmp(o->data, "pfllib:", 7) || !o->data[7]) return 0;
-    return pfl_pfllib_clients(o->data + 7, &o->cfg.clients);
+    if (!o->data || strncmp(o->data, "pfllib:", 7) || !o->data[7]) return 0;
+    if (o->train_fraction_given) /* recorded but not applied would be a number that lies */
+        return pfl_err("--train-fraction: the clients of a PFLlib folder come split already (its train/ and test/ "
+                       "files); leave it out with --data pfllib:DIR");
+    return o->clients_given ? 0 : pfl_pfllib_clients(o->data + 7, &o->cfg.clients);
 }
 
 /* What is checked before anything is loaded or written. */

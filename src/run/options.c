@@ -344,6 +344,7 @@ int pfl_run_options_parse(pfl_run_options *o, int argc, char **argv, bool stored
         top_cnt_given |= !strcmp(p->name, "top-cnt");
         seed_given |= !strcmp(p->name, "seed");
         o->clients_given |= !strcmp(p->name, "clients");
+        o->train_fraction_given |= !stored && !strcmp(p->name, "train-fraction"); /* a checkpoint stores every flag */
         if (module && p != &module->params[0] && num_given < 64)
             given[num_given] = p, given_module[num_given++] = module;
     }

@@ -53,6 +53,7 @@ typedef struct {
     const char *out;        /* NULL: no files */
     bool overwrite;         /* out may hold another run: its files are removed first (else refused) */
     bool clients_given;     /* --clients was given; without it a PFLlib folder's own count (config.json) */
+    bool train_fraction_given; /* --train-fraction was given (refused with a PFLlib folder, split already) */
     int checkpoint_every;   /* 0: no checkpoints */
     int stop_after;         /* tests: stop after this round as a crash would (0: never) */
     bool quiet;             /* no progress lines */

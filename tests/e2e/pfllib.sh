@@ -38,6 +38,13 @@ fi
     [ "$(json_field global_model_sha256 "$TMP/img-own/summary.json")" = "$(json_field global_model_sha256 "$TMP/img-run/summary.json")" ] &&
     pass "images: without --clients the folder's 2 clients, the same run as --clients 2" ||
     fail "images: without --clients: $(json_field clients "$TMP/img-own/summary.json") clients"
+# ... and resumed (its checkpoint stores every flag, --clients and --train-fraction among them): the same run
+"$PFL" run --data "pfllib:$TMP/img" --model dnn --rounds 3 --batch 2 --lr 0.05 --quiet --checkpoint-every 1 --stop-after 1 \
+    --out "$TMP/img-own-resumed" && "$PFL" resume "$TMP/img-own-resumed" --quiet &&
+    [ "$(json_field global_model_sha256 "$TMP/img-own-resumed/summary.json")" = "$(json_field global_model_sha256 "$TMP/img-own/summary.json")" ] &&
+    pass "images: without --clients, resumed: the same run" || fail "images: without --clients, the resume differs or failed"
+expect_error "images: --train-fraction on a folder split already" "--train-fraction: the clients of a PFLlib folder" \
+    "$PFL" run --data "pfllib:$TMP/img" --model dnn --train-fraction 0.5 --rounds 1 --quiet
 expect_error "images: --clients 3 against the folder's 2" "--clients 3: the PFLlib folder holds 2 clients" \
     "$PFL" run --data "pfllib:$TMP/img" --model dnn --clients 3 --rounds 1 --quiet
 out=$("$PFL" run --data "pfllib:$TMP/img" --model dnn --clients 2 --rounds 1 --batch 2 2>&1 >/dev/null)
