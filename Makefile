@@ -90,6 +90,18 @@ endif
 endif
 PARSE_CFLAGS := $(shell pkg-config --cflags jansson yaml-0.1 2>/dev/null)
 
+# SHA-256 (fingerprints of models, of the data a checkpoint binds, of
+# metrics rows): OpenSSL's libcrypto through its own pkg-config module
+# (libssl-dev's libcrypto.pc), with the CPU's SHA instructions where there
+# are some. Required.
+CRYPTO_LIBS := $(shell pkg-config --libs libcrypto 2>/dev/null)
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+ifeq ($(CRYPTO_LIBS),)
+$(error libcrypto not found: pkg-config has no 'libcrypto' module. Install it: apt-get install libssl-dev (or run scripts/setup.sh))
+endif
+endif
+PARSE_CFLAGS += $(shell pkg-config --cflags libcrypto 2>/dev/null)
+
 # MPI (Open MPI from Debian: libopenmpi-dev, openmpi-bin) lets `mpirun -np P
 # pfl run ...` spread the clients over processes and machines. Optional:
 # without it (or with MPI=0) pfl builds, says so here, runs in one process,
@@ -144,7 +156,7 @@ NVFLAGS := -std=c++20 -O3 -g $(CUDA_ARCH) -Werror all-warnings \
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
 CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -O3 -g -fopenmp $(WARN) -Isrc $(BLAS_CFLAGS) $(DATA_FLAGS) $(PARSE_CFLAGS) $(EXTRA_CFLAGS)
-LDLIBS  := $(BLAS_LIBS) $(LAPACK_LIBS) $(MATIO_LIBS) $(JPEG_LIBS) $(HDF5_LIBS) $(MPI_LIBS) $(JANSSON_LIBS) $(YAML_LIBS) $(CUDA_LIBS) -lz -lm -fopenmp
+LDLIBS  := $(BLAS_LIBS) $(LAPACK_LIBS) $(MATIO_LIBS) $(JPEG_LIBS) $(HDF5_LIBS) $(MPI_LIBS) $(JANSSON_LIBS) $(YAML_LIBS) $(CRYPTO_LIBS) $(CUDA_LIBS) -lz -lm -fopenmp
 ifeq ($(SANITIZE),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDLIBS  += -fsanitize=address,undefined
@@ -231,7 +243,7 @@ $(BUILD)/libpfl.so: $(LIB_OBJ) $(BUILD)/libpfl.map
 # Libs.private list what linking libpfl.a needs (pkg-config --static). A
 # sanitized build (SANITIZE=1) puts the sanitizers in Libs: its libpfl
 # needs their run-time libraries.
-PC_REQUIRES := $(strip $(BLAS_PC) $(if $(MATIO_LIBS),matio) $(JPEG_PC) $(HDF5_PC) $(MPI_PC) jansson yaml-0.1)
+PC_REQUIRES := $(strip $(BLAS_PC) $(if $(MATIO_LIBS),matio) $(JPEG_PC) $(HDF5_PC) $(MPI_PC) jansson yaml-0.1 libcrypto)
 PC_PRIVATE  := $(strip $(if $(BLAS_PC),,$(BLAS_LIBS)) $(LAPACK_LIBS) $(if $(JPEG_PC),,$(JPEG_LIBS)) $(CUDA_LIBS) -lz -lm -fopenmp)
 comma       := ,
 PC_LIBS     := -L$${libdir} -lpfl$(if $(filter 1,$(SANITIZE)), -fsanitize=address$(comma)undefined)

@@ -72,6 +72,8 @@ deps_missing() {
     # zlib1g-dev ships zlib.pc and zlib.h
     have_pkg zlib && have_file /usr/include/zlib.h || echo zlib1g-dev
     have_pkg matio || echo libmatio-dev
+    # libssl-dev ships libcrypto.pc and openssl/sha.h (SHA-256)
+    have_pkg libcrypto && have_file /usr/include/openssl/sha.h || echo libssl-dev
     # libhdf5-dev: the serial build's own hdf5-serial.pc and header (hdf5.pc is
     # an alternative that libhdf5-openmpi-dev installs too)
     have_pkg hdf5-serial && have_file /usr/include/hdf5/serial/hdf5.h || echo libhdf5-dev

@@ -245,23 +245,26 @@ static int run_parsed(pfl_run_options *op, const char *preset_line) {
 /* ---- pfl resume ---- */
 
 static const char resume_usage[] =
-    "Usage: pfl resume DIR [--threads N] [--data-dir DIR] [--quiet] [--stop-after R]\n\n"
+    "Usage: pfl resume DIR [--threads N] [--data-dir DIR] [--quiet] [--stop-after R] [--allow-data-change]\n\n"
     "Goes on with the run whose --out was DIR from DIR/checkpoint (written by --checkpoint-every):\n"
     "rebuilds data, clients, model and method from the flags stored there, loads the state and\n"
     "trains the remaining rounds; metrics.jsonl and summary.json end as the uninterrupted run's.\n"
     "Under mpirun, with any number of processes (each reads the state of the clients it keeps).\n"
     "A run that finished (DIR/summary.json) is left as it is. DIR is locked while it runs.\n"
+    "Data other than the run's (the checkpoint holds a SHA-256 of what it trained on) is refused.\n"
     "These flags change nothing in the results, only how the run goes:";
 
 int cmd_resume(int argc, char **argv) {
     int threads = 0, stop_after = 0;
     const char *data_dir = NULL;
-    bool quiet = false;
+    bool quiet = false, allow_data_change = false;
     const arg_spec specs[] = {
         {"threads", NULL, ARG_INT, &threads, 1, 4096, false, "T", "worker threads (0: the run's)"},
         {"data-dir", NULL, ARG_STRING, &data_dir, 0, 0, false, "DIR", "where the datasets are now (default: the run's)"},
         {"quiet", NULL, ARG_FLAG, &quiet, 0, 0, false, NULL, "no progress lines"},
         {"stop-after", NULL, ARG_INT, &stop_after, 0, 1e7, false, "R", "tests: stop after round R again (0: never)"},
+        {"allow-data-change", NULL, ARG_FLAG, &allow_data_change, 0, 0, false, NULL,
+         "go on although the data is not what the run trained on (a warning; changes the results)"},
     };
     const int n = (int)(sizeof specs / sizeof specs[0]);
     if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
@@ -285,7 +288,7 @@ int cmd_resume(int argc, char **argv) {
         return 1;
     }
     const pfl_resume_options r = {.threads = threads, .data_dir = data_dir, .quiet = quiet, .stop_after = stop_after,
-                                  .transport = &transport};
+                                  .allow_data_change = allow_data_change, .transport = &transport};
     const int rc = pfl_run_resume(argv[0], &r);
     if (rc == PFL_RUN_DIVERGED) return report_divergence(&transport, "pfl resume");
     if (rc < 0) return report_failure(&transport, "pfl resume");

@@ -61,6 +61,10 @@ extern const char *const pfl_dataset_names;
  * (below; data_dir does not apply). Returns 0, or -1 with a message. */
 int pfl_dataset_load(pfl_dataset *d, const char *name, const char *data_dir);
 void pfl_dataset_free(pfl_dataset *d);
+/* SHA-256 of what was loaded: the shape, the labels and every sample's
+ * content (pixels, a PFLlib folder's floats, text's token ids), so a
+ * checkpoint binds the data its run trained on and a summary names it. */
+void pfl_dataset_digest(const pfl_dataset *d, uint8_t digest[32]);
 
 static inline long pfl_dataset_sample_size(const pfl_dataset *d) { return (long)d->c * d->h * d->w; }
 

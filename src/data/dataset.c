@@ -11,6 +11,7 @@
 
 #include "data/data.h"
 #include "util/err.h"
+#include "util/sha256.h" /* pfl_dataset_digest */
 
 const char *const pfl_dataset_names =
     "mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews, pfllib:DIR (a PFLlib folder)";
@@ -237,6 +238,22 @@ int pfl_dataset_load(pfl_dataset *d, const char *name, const char *data_dir) {
     }
     snprintf(d->name, sizeof d->name, "%s", name);
     return 0;
+}
+
+void pfl_dataset_digest(const pfl_dataset *d, uint8_t digest[32]) {
+    pfl_sha256 s;
+    pfl_sha256_init(&s);
+    const int32_t shape[6] = {d->n, d->c, d->h, d->w, d->classes, d->text ? 1 : 0};
+    pfl_sha256_update(&s, shape, sizeof shape);
+    const size_t n = d->n > 0 ? (size_t)d->n : 0, per = (size_t)d->c * (size_t)d->h * (size_t)d->w;
+    if (d->labels) pfl_sha256_update(&s, d->labels, n);
+    if (d->features) pfl_sha256_update(&s, d->features, n * per * sizeof(float));
+    else if (d->pixels) pfl_sha256_update(&s, d->pixels, n * per);
+    if (d->text && d->text->offsets && d->text->tokens) {
+        pfl_sha256_update(&s, d->text->offsets, (n + 1) * sizeof(long long));
+        pfl_sha256_update(&s, d->text->tokens, (size_t)d->text->offsets[n] * sizeof(int32_t));
+    }
+    pfl_sha256_final(&s, digest);
 }
 
 void pfl_dataset_free(pfl_dataset *d) {

@@ -340,6 +340,7 @@ int pfl_fl_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
     partition_digest(fl, digest);
     if (pfl_ckpt_put(w, "fl.algo", fl->algo->name, strlen(fl->algo->name)) ||
         pfl_ckpt_put_i32(w, "fl.shape", shape, SHAPE_LEN) || pfl_ckpt_put(w, "fl.partition_sha256", digest, 32) ||
+        pfl_ckpt_put(w, "fl.data_sha256", fl->data_sha256, 32) ||
         pfl_ckpt_put_int(w, "fl.round", fl->round) || pfl_ckpt_put_double(w, "fl.train_seconds", fl->train_seconds) ||
         pfl_ckpt_put_int(w, "fl.train_samples", fl->train_samples) ||
         pfl_ckpt_put_int(w, "fl.bytes_down", (int64_t)fl->bytes_down) ||
@@ -354,6 +355,26 @@ int pfl_fl_save(const pfl_fl *fl, pfl_ckpt_writer *w) {
     if (fl->ala_started && save_ala(fl, w)) return -1;
     if (fl->algo->save && fl->algo->save(fl, w)) return -1;
     return save_shard_index(fl, w);
+}
+
+/* The data loaded now is the data the checkpoint's run trained on (its
+ * SHA-256; a checkpoint of an older pfl has none): other pixels under the
+ * same labels and clients would mix two datasets in one run unnoticed.
+ * --allow-data-change (fl->cfg.allow_data_change) takes it with a warning. */
+static int check_same_data(const pfl_fl *fl, pfl_ckpt_reader *r) {
+    if (!pfl_ckpt_has(r, "fl.data_sha256")) return 0;
+    uint8_t stored[32];
+    if (pfl_ckpt_get(r, "fl.data_sha256", stored, 32)) return -1;
+    if (memcmp(stored, fl->data_sha256, 32) == 0) return 0;
+    char was[13], now[13];
+    for (int i = 0; i < 6; i++) snprintf(was + 2 * i, 3, "%02x", stored[i]), snprintf(now + 2 * i, 3, "%02x", fl->data_sha256[i]);
+    if (fl->cfg.allow_data_change) {
+        fprintf(stderr, "[pfl] WARNING: %s: the data loaded now (SHA-256 %s...) is not the data the run trained on "
+                        "(%s...): going on with it (--allow-data-change)\n", r->path, now, was);
+        return 0;
+    }
+    return pfl_err("%s: the data loaded now (SHA-256 %s...) is not the data the run trained on (%s...): put its files "
+                   "back, or pfl resume --allow-data-change goes on with this data", r->path, now, was);
 }
 
 /* The checkpoint was written by the same algorithm on the same federation. */
@@ -383,7 +404,7 @@ static int check_same_run(const pfl_fl *fl, pfl_ckpt_reader *r) {
     if (memcmp(stored, digest, 32) != 0)
         return pfl_err("%s: the clients rebuilt from its flags differ from the checkpoint's (other data files?)",
                        r->path);
-    return 0;
+    return check_same_data(fl, r);
 }
 
 int pfl_fl_load(pfl_fl *fl, pfl_ckpt_reader *r) {

@@ -187,6 +187,7 @@ int pfl_fl_create(pfl_fl *fl, const pfl_config *cfg, const pfl_model *model, con
     if (check_config(cfg, model, data, part) || (algo->check && algo->check(cfg))) return -1;
     fl->cfg = *cfg;
     fl->model = model, fl->data = data, fl->part = part, fl->algo = algo;
+    pfl_dataset_digest(data, fl->data_sha256);
     pfl_modules_config *mod = &fl->cfg.modules;
     mod->ala |= (algo->modules & PFL_MODULE_ALA) != 0;
     mod->flayer_agg |= (algo->modules & PFL_MODULE_FLAYER_AGG) != 0;

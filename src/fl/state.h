@@ -73,6 +73,8 @@ typedef struct {
     pfl_eval_moment eval_moment;   /* which moment's personalized model is evaluated */
     pfl_init_clients init_clients; /* which clients the local-init modules re-initialize */
     pfl_step_budget step_budget;   /* how --local-steps counts for methods that train twice */
+    bool allow_data_change; /* pfl resume --allow-data-change: a checkpoint written on other data (its
+                             * digest) is taken with a warning, not refused */
     const char *client_state_dir;  /* --client-state DIR: per-client state in a memory-mapped file there
                                     * (pfl_store); NULL: in memory */
     pfl_param_store extra; /* parameters of methods registered at run time (pfl_fl_param) */
@@ -154,6 +156,7 @@ struct pfl_fl {
     pfl_store *trained;   /* --eval-moment after-train: per client its whole personalized model as its latest
                            * training left it (written once it has trained; until then its after-init model is
                            * evaluated), rows as client_state, else NULL */
+    uint8_t data_sha256[32];     /* of the data loaded (pfl_dataset_digest): checkpoints bind it, summaries name it */
     uint8_t personal_sha256[32]; /* after the last round: SHA-256 of the clients' personalized models (the ones
                                   * evaluated; pfl_fl_personal_digest), so runs can be compared bit for bit */
     bool *ala_started;    /* --ala: per client, whether its weights were trained once (the weights are in its row

@@ -367,6 +367,7 @@ static int resume_from(pfl_ckpt_reader *rd, const char *dir, const pfl_resume_op
     if (r->data_dir) o.data_dir = r->data_dir;
     o.quiet |= r->quiet || !o.out;
     o.stop_after = r->stop_after; /* the stop of the interrupted invocation is not this one's */
+    o.cfg.allow_data_change = r->allow_data_change;
     o.progress = r->progress, o.progress_ctx = r->progress_ctx;
     const pfl_algo *algo = pfl_algo_find(o.algo);
     if (o.seeds) /* several seeds: this checkpoint holds the whole run's flags, each seed its own */

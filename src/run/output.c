@@ -447,7 +447,9 @@ static void write_summary_fields(FILE *f, const pfl_run_options *o, const pfl_fl
     write_transport_fields(f, o, fl, r); /* MPI */
     write_memory_fields(f, o, r);
     write_blas_field(f);
-    fputs(",\n  \"personal_models_sha256\": \"", f); /* runs compared bit for bit */
+    fputs(",\n  \"data_sha256\": \"", f); /* what was loaded (pfl_dataset_digest) */
+    for (int i = 0; i < 32; i++) fprintf(f, "%02x", fl->data_sha256[i]);
+    fputs("\",\n  \"personal_models_sha256\": \"", f); /* runs compared bit for bit */
     for (int i = 0; i < 32; i++) fprintf(f, "%02x", fl->personal_sha256[i]);
     fprintf(f, "\",\n  \"global_model_sha256\": \"%s\"\n}\n", sha);
 }

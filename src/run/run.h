@@ -173,6 +173,7 @@ typedef struct {
     const char *data_dir;   /* NULL: the run's */
     bool quiet;
     int stop_after;         /* tests: stop after this round again (0: never) */
+    bool allow_data_change; /* go on although the data loaded is not what the run trained on (a warning) */
     void (*progress)(const char *line, void *ctx);
     void *progress_ctx;
     pfl_transport *transport; /* MPI: the processes going on with it (NULL: this one alone); ranks other than

@@ -3,69 +3,27 @@
 #include <stdio.h>
 #include <string.h>
 
-static const uint32_t K[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+/* SHA256_CTX and its three calls are the one way to keep the state by value
+ * (EVP's context is opaque and on the heap); OpenSSL 3 keeps them, marked
+ * deprecated, with the same assembly (SHA-NI, AVX2) as EVP. */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 
-static uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+_Static_assert(sizeof(SHA256_CTX) <= sizeof(((pfl_sha256 *)0)->state.bytes), "pfl_sha256 holds a SHA256_CTX");
+_Static_assert(_Alignof(SHA256_CTX) <= _Alignof(uint64_t), "pfl_sha256's state is aligned for a SHA256_CTX");
 
-static void compress(uint32_t h[8], const uint8_t *p) {
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = hh + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
-        uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        hh = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
-    }
-    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += hh;
-}
+static SHA256_CTX *ctx(pfl_sha256 *s) { return (SHA256_CTX *)(void *)s->state.bytes; }
 
 void pfl_sha256_init(pfl_sha256 *s) {
-    static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(s->h, iv, sizeof iv);
-    s->length = 0;
-    s->used = 0;
+    memset(s, 0, sizeof *s);
+    SHA256_Init(ctx(s));
 }
 
 void pfl_sha256_update(pfl_sha256 *s, const void *data, size_t n) {
-    const uint8_t *p = data;
-    s->length += n;
-    while (n > 0) {
-        size_t take = 64 - s->used < n ? 64 - s->used : n;
-        memcpy(s->block + s->used, p, take);
-        s->used += take, p += take, n -= take;
-        if (s->used == 64) {
-            compress(s->h, s->block);
-            s->used = 0;
-        }
-    }
+    if (n) SHA256_Update(ctx(s), data, n);
 }
 
-void pfl_sha256_final(pfl_sha256 *s, uint8_t digest[32]) {
-    uint64_t bits = s->length * 8;
-    uint8_t pad = 0x80;
-    pfl_sha256_update(s, &pad, 1);
-    pad = 0;
-    while (s->used != 56) pfl_sha256_update(s, &pad, 1);
-    uint8_t len[8];
-    for (int i = 0; i < 8; i++) len[i] = (uint8_t)(bits >> (56 - 8 * i));
-    pfl_sha256_update(s, len, 8);
-    for (int i = 0; i < 32; i++) digest[i] = (uint8_t)(s->h[i / 4] >> (24 - 8 * (i % 4)));
-}
+void pfl_sha256_final(pfl_sha256 *s, uint8_t digest[32]) { SHA256_Final(digest, ctx(s)); }
 
 void pfl_sha256_final_hex(pfl_sha256 *s, char hex[65]) {
     uint8_t digest[32];
@@ -73,14 +31,22 @@ void pfl_sha256_final_hex(pfl_sha256 *s, char hex[65]) {
     for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", digest[i]);
 }
 
+/* Little-endian float32 bytes, in chunks (on a little-endian machine the
+ * floats as they lie in memory). */
 void pfl_sha256_floats_hex(const float *v, size_t n, char hex[65]) {
     pfl_sha256 s;
     pfl_sha256_init(&s);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t bits;
-        memcpy(&bits, &v[i], sizeof bits);
-        uint8_t le[4] = {(uint8_t)bits, (uint8_t)(bits >> 8), (uint8_t)(bits >> 16), (uint8_t)(bits >> 24)};
-        pfl_sha256_update(&s, le, 4);
+    enum { CHUNK = 1024 };
+    uint8_t le[4 * CHUNK];
+    for (size_t at = 0; at < n; at += CHUNK) {
+        const size_t k = n - at < CHUNK ? n - at : CHUNK;
+        for (size_t i = 0; i < k; i++) {
+            uint32_t bits;
+            memcpy(&bits, &v[at + i], sizeof bits);
+            le[4 * i] = (uint8_t)bits, le[4 * i + 1] = (uint8_t)(bits >> 8);
+            le[4 * i + 2] = (uint8_t)(bits >> 16), le[4 * i + 3] = (uint8_t)(bits >> 24);
+        }
+        pfl_sha256_update(&s, le, 4 * k);
     }
     pfl_sha256_final_hex(&s, hex);
 }

@@ -15,6 +15,10 @@
 #  6. a preset cannot say where a run writes (out: ...) or how it runs;
 #  7. pfl resume keeps only the metrics rows its checkpoint covers (an edited
 #     row, or another run's rows, refused) and one folder runs one pfl at a time;
+#  9. a checkpoint binds the data its run trained on (a SHA-256 of what was
+#     loaded, in summary.json too): pixels changed under the same labels
+#     are refused by pfl resume, or taken with a warning under
+#     --allow-data-change;
 #  8. a run whose loss or global model turns NaN or inf stops after that
 #     round with exit 2, its summary saying "diverged_round" (not a success
 #     with made-up accuracies); --allow-divergence runs on, still saying so;
@@ -185,6 +189,28 @@ for key in checkpoint-every data-dir threads config overwrite; do
         configs/flayer-t2-cifar10-cnn.yaml >"$TMP/$key.yaml"
     expect_error "$key: in a cell" ".flags.$key: where and how" "$PFL" preset --check "$TMP/$key.yaml"
 done
+
+# ---- 9. a checkpoint binds its data
+if [ -f "$PFL_DATA/mnist/train-images-idx3-ubyte" ]; then
+    mkdir -p "$TMP/dd/mnist" && cp "$PFL_DATA"/mnist/*-ubyte "$TMP/dd/mnist/"
+    "$PFL" run "${small[@]}" --data-dir "$TMP/dd" --rounds 2 --checkpoint-every 1 --stop-after 1 --out "$TMP/dd-run" ||
+        fail "the run to resume on other data"
+    printf '\377\000\377' | dd of="$TMP/dd/mnist/train-images-idx3-ubyte" bs=1 seek=2000 conv=notrunc 2>/dev/null
+    # (the edited file is also warned about as no longer the official one: that line is not the error)
+    "$PFL" resume "$TMP/dd-run" --quiet >/dev/null 2>"$TMP/dd.err"
+    rc=$?
+    out=$(grep -v 'differs from the official file' "$TMP/dd.err")
+    [ "$rc" = 1 ] && [ "$(grep -c . <<<"$out")" = 1 ] && grep -q "is not the data the run trained on" <<<"$out" &&
+        pass "pfl resume on other pixels, the same labels and clients -> $out" ||
+        fail "pfl resume on other pixels: exit $rc: $out"
+    [ ! -e "$TMP/dd-run/summary.json" ] && pass "... and the run is left to resume" || fail "a refused resume wrote a summary"
+    out=$("$PFL" resume "$TMP/dd-run" --quiet --allow-data-change 2>&1) && grep -q "WARNING.*--allow-data-change" <<<"$out" &&
+        [ -n "$(json_field data_sha256 "$TMP/dd-run/summary.json")" ] &&
+        pass "--allow-data-change goes on, warning; summary.json names the data" ||
+        fail "--allow-data-change: $out"
+else
+    echo "skipped: the data binding check (no $PFL_DATA/mnist uncompressed)"
+fi
 
 # ---- 7. the metrics rows a checkpoint covers, and one pfl per folder
 "$PFL" run "${small[@]}" --rounds 5 --checkpoint-every 2 --stop-after 3 --out "$TMP/part" || fail "stopped run failed"

@@ -128,7 +128,7 @@ asks() { missing_in "$1" | grep -qx "$2"; }
 libs="$TMP/libs"
 make_reference_blas_root "$libs"
 mkdir -p "$libs/usr/include" "$libs/usr/bin"
-for p in libyaml-dev libjansson-dev gnuplot-nox libxml2-utils libhdf5-dev; do
+for p in libyaml-dev libjansson-dev gnuplot-nox libxml2-utils libhdf5-dev libssl-dev; do
     asks "$libs" $p && pass "a root without it: asks for $p" || fail "a root without $p does not ask for it"
 done
 touch "$libs/usr/include/yaml.h" "$libs/usr/include/jansson.h"
@@ -138,6 +138,13 @@ add_pc "$libs" yaml-0.1
 add_pc "$libs" jansson
 ! asks "$libs" libyaml-dev && ! asks "$libs" libjansson-dev && pass "with their .pc files and headers: not asked for again" ||
     fail "libyaml-dev or libjansson-dev asked for although present: $(missing_in "$libs" | tr '\n' ' ')"
+# libssl-dev (SHA-256): its libcrypto.pc and openssl/sha.h, neither alone
+mkdir -p "$libs/usr/include/openssl" && touch "$libs/usr/include/openssl/sha.h"
+asks "$libs" libssl-dev && pass "openssl/sha.h without libcrypto.pc: asks for libssl-dev" ||
+    fail "openssl/sha.h alone passes for libssl-dev"
+add_pc "$libs" libcrypto
+! asks "$libs" libssl-dev && pass "libcrypto.pc and openssl/sha.h: not asked for again" ||
+    fail "libssl-dev asked for although present"
 # libhdf5-dev: hdf5.pc alone is an alternative libhdf5-openmpi-dev installs too
 add_pc "$libs" hdf5
 asks "$libs" libhdf5-dev && pass "hdf5.pc alone (an alternative): asks for libhdf5-dev" ||
