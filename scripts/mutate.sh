@@ -12,7 +12,12 @@
 #
 # PERL is a substitution (perl -0pe, the whole file at once) that must change
 # FILE; TESTS are the unit tests (tests/NAME.c) and e2e scripts
-# (tests/e2e/NAME.sh), comma-separated, that must catch it. The script works
+# (tests/e2e/NAME.sh), comma-separated, expected to catch it: they run first,
+# and a mutant one of them fails on is killed at once. A mutant they all pass
+# then meets the whole unit suite (every tests/test_*.c) and every e2e script
+# that names the method (its --algo word), so a mutation survives only when
+# nothing in the suite notices it. MUTATE_QUICK=1 runs the listed TESTS only
+# (while writing a test). TESTS "-" lists none. The script works
 # on a copy of the tree in build-mutate/tree/ (the working tree's files as
 # they are now, tracked or not ignored; data/ linked), so the working tree is
 # never mutated and a build there meanwhile builds the real code. For each
@@ -116,11 +121,40 @@ run_tests() {
             77) return 4 ;; # the script skipped (no mpirun, say): it checked nothing
             *) rc=1 ;;
             esac
+        elif [ "$t" = - ]; then
+            continue
         else
             echo "mutate.sh: test '$t' is neither tests/$t.c nor tests/e2e/$t.sh" >&2
             return 2
         fi
         [ $rc -ne 0 ] && return 1
+    done
+    return 0
+}
+
+# run_suite METHOD: the whole unit suite, then the e2e scripts that name
+# METHOD (as a word: "--algo fedprox", "for a in fedavg fedprox"); 0 when
+# every one passes, 1 when one fails, 3 when the mutant does not build. The
+# unit tests whose source names the method run first, and each is built
+# just before it runs, so a mutant the suite kills costs one or two builds.
+run_suite() {
+    local method=$1 t name
+    local -a first=() rest=()
+    for t in tests/test_*.c; do
+        if grep -qw -- "$method" "$t"; then first+=("$t"); else rest+=("$t"); fi
+    done
+    for t in "${first[@]}" "${rest[@]}"; do
+        name=$(basename "$t" .c)
+        make -s BUILD="$BUILD" "$BUILD/tests/$name" >>"$BUILD/mutate-build.log" 2>&1 || return 3
+        OPENBLAS_NUM_THREADS=1 "$BUILD/tests/$name" >"$BUILD/mutate-test.log" 2>&1
+        case $? in 0 | 77) ;; *) echo "$name" >"$BUILD/mutate-killer"; return 1 ;; esac
+    done
+    make -s -j"$(nproc)" BUILD="$BUILD" "$BUILD/pfl" >>"$BUILD/mutate-build.log" 2>&1 || return 3
+    for t in tests/e2e/*.sh; do
+        [ "$(basename "$t")" = lib.sh ] && continue
+        grep -qw -- "$method" "$t" || continue
+        PFL="$BUILD/pfl" BUILD="$BUILD" OPENBLAS_NUM_THREADS=1 bash "$t" >"$BUILD/mutate-test.log" 2>&1
+        case $? in 0 | 77) ;; *) echo "e2e/$(basename "$t")" >"$BUILD/mutate-killer"; return 1 ;; esac
     done
     return 0
 }
@@ -145,8 +179,13 @@ for e in "${entries[@]}"; do
         restore
         continue
     fi
+    rm -f "$BUILD/mutate-killer"
     run_tests "$tests"
     rc=$?
+    if [ $rc -eq 0 ] && [ -z "${MUTATE_QUICK:-}" ]; then
+        run_suite "$method"
+        rc=$?
+    fi
     restore
     expect_survive=false
     [[ $name == *"(survives:"* ]] && expect_survive=true
@@ -166,7 +205,7 @@ for e in "${entries[@]}"; do
             echo "KILLED   $method: $name, listed as surviving: remove its (survives: ...)"
             unexpected=$((unexpected + 1))
         else
-            echo "killed   $method: $name"
+            echo "killed   $method: $name$([ -f "$BUILD/mutate-killer" ] && echo " (by $(cat "$BUILD/mutate-killer"), not by $tests)")"
             killed=$((killed + 1))
         fi
         ;;
