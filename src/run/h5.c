@@ -25,6 +25,7 @@ int pfl_export_h5(const char *run_dir, const char *path) {
 #else
 
 #include <hdf5.h>
+#include <sys/stat.h>
 
 /* One float64 dataset of n values, as h5py's create_dataset(name, data=list). */
 static int write_dataset(hid_t file, const char *name, const double *v, int n) {
@@ -87,12 +88,28 @@ static void scratch_file(char *out, size_t size, const char *dir, int i) { snpri
 /* Every seed's file is written in the scratch folder first and moved into
  * place (pfl_atomic_place: fsynced, renamed over a regular file or nothing)
  * only when all were: a failure leaves none of them, not the first few. */
+/* PFLlib's results file holds a whole run: a metrics.jsonl without the
+ * summary.json beside it (a run stopped or killed before its end) would
+ * make a truncated curve look complete. */
+static int check_finished(const char *metrics) {
+    char summary[4300];
+    const char *slash = strrchr(metrics, '/');
+    const int dir_len = slash ? (int)(slash - metrics) : 1;
+    snprintf(summary, sizeof summary, "%.*s/summary.json", dir_len, slash ? metrics : ".");
+    struct stat st;
+    if (stat(summary, &st) == 0 && S_ISREG(st.st_mode)) return 0;
+    return pfl_err("%.*s: the run is not finished (no summary.json beside its metrics.jsonl): pfl resume it first; "
+                   "PFLlib's results file holds a whole run",
+                   dir_len, slash ? metrics : ".");
+}
+
 int pfl_export_h5(const char *run_dir, const char *path) {
     int n = 0, written = 0;
     char dir[4200], out[4096], tmp[4300];
     char **files = pfl_run_metrics_files(run_dir, &n);
     if (!files) return -1;
     int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) rc = check_finished(files[i]);
     for (int i = 0; i < n && rc == 0; i++) /* a link, a pipe or a folder at a target: refused before anything */
         rc = seed_path(out, sizeof out, path, i, n) || pfl_write_target_check(out) ? -1 : 0;
     const bool scratch = rc == 0 && scratch_folder(dir, sizeof dir, path) == 0;

@@ -92,6 +92,12 @@ expect_error "a stray operand" "$TMP/y: unexpected argument" \
 if "$PFL" export "$TMP/img-run" --results-h5 "$TMP/img.h5" 2>"$TMP/h5.err"; then
     [ -s "$TMP/img.h5" ] && head -c 8 "$TMP/img.h5" | grep -q HDF && pass "pfl export wrote an HDF5 file" ||
         fail "no HDF5 file"
+    # an unfinished run (its checkpoint, no summary.json): refused, not a short curve passed off as a whole run
+    "$PFL" run --data "pfllib:$TMP/img" --model dnn --rounds 3 --batch 2 --quiet --checkpoint-every 1 --stop-after 1 \
+        --out "$TMP/img-half" || fail "the run to stop after round 1"
+    expect_error "export of an unfinished run" "the run is not finished (no summary.json" \
+        "$PFL" export "$TMP/img-half" --results-h5 "$TMP/half.h5"
+    [ ! -e "$TMP/half.h5" ] && pass "... and no file written" || fail "an unfinished run exported to $TMP/half.h5"
 elif grep -q "built without libhdf5" "$TMP/h5.err"; then
     echo "skipped: pfl export --results-h5 (built without libhdf5)"
 else
