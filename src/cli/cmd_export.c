@@ -9,7 +9,8 @@
 
 static const char export_usage[] =
     "Usage: pfl export RUN_DIR --results-h5 FILE\n\n"
-    "Writes the run RUN_DIR (pfl run --out) as PFLlib's results file, the .h5 its\n"
+    "Writes the finished run RUN_DIR (pfl run --out; its summary.json written: an\n"
+    "unfinished one is refused) as PFLlib's results file, the .h5 its\n"
     "servers save and its result scripts read: rs_test_acc (local_acc of every evaluation,\n"
     "round 0 first), rs_train_loss (pfl's train_loss: the mean loss of the round's\n"
     "training batches; NaN at round 0) and rs_test_auc (NaN: pfl does not compute AUC).\n"
