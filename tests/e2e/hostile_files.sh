@@ -86,6 +86,13 @@ else
     echo "skipped: cifar10 checks (no $PFL_DATA/cifar10)"
 fi
 
+# ---- a 3 GB sparse file as a client file: refused from its tail (no zip end record), in little memory and time
+mkdir -p "$TMP/p-sparse/train" "$TMP/p-sparse/test"
+printf '%s' "$one" >"$TMP/p-sparse/config.json" && cp "$good" "$TMP/p-sparse/test/0.npz"
+truncate -s 3G "$TMP/p-sparse/train/0.npz"
+expect_error "a 3 GB sparse client file, under a 1 GB address-space cap" "p-sparse/train/0.npz: zip: no end-of-central-directory" \
+    bash -c 'ulimit -v 1000000; exec timeout 20 "$@"' - "$PFL" run --data "pfllib:$TMP/p-sparse" --model dnn --clients 1 --rounds 1 --quiet
+
 # ---- FIFOs where files are read: refused at once, not waited on (a hang ends in timeout's exit 124)
 fifo_refused() { # WHAT NEEDLE COMMAND...: at most 20 s, one line naming the file, exit 1 or 2
     local what=$1 needle=$2
