@@ -53,6 +53,16 @@ static void test_quote(void) {
     CHECK(strcmp(pfl_quote(buf, sizeof buf, "", 0, 5), "") == 0, "empty: %s", buf);
 }
 
+/* A message is one line whatever it quotes: a stored flag holding ESC or a
+ * line break cannot break the terminal's line or forge a second one. */
+static void test_messages_are_one_line(void) {
+    pfl_err("--data: '%s' unknown", "x\n[pfl] forged\x1b[2J\x7f");
+    CHECK(strcmp(pfl_errmsg(), "--data: 'x?[pfl] forged?[2J?' unknown") == 0, "control characters: %s", pfl_errmsg());
+    pfl_err("%s", "tab\there");
+    pfl_err_prefix("pre\nfix");
+    CHECK(strcmp(pfl_errmsg(), "pre?fix: tab?here") == 0, "a prefix too: %s", pfl_errmsg());
+}
+
 static void test_sha256_vectors(void) {
     char hex[65];
     sha_hex("", hex);
@@ -137,6 +147,7 @@ static void test_shuffle_is_permutation(void) {
 int main(void) {
     test_md5_vectors();
     test_quote();
+    test_messages_are_one_line();
     test_sha256_vectors();
     test_streams_are_keyed();
     test_distributions();

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h> /* access */
@@ -209,12 +210,15 @@ static int check_run(pfl_run_options *o, const pfl_algo *algo) {
     return rc;
 }
 
-/* A new run's first files in o->out: metrics.jsonl, and with checkpoints
- * one of the flags alone (a run killed from now on can be resumed). */
+/* A new run's first files in o->out: with checkpoints one of the flags
+ * alone, then metrics.jsonl. In that order a run killed at any moment is
+ * either resumable (its checkpoint committed) or no run at all (only a
+ * temporary file, which the next pfl run into the folder is free to
+ * replace), never a metrics.jsonl without a checkpoint. */
 static int start_outputs(run_report *report) {
     const pfl_run_options *o = report->o;
-    if (!(report->metrics = pfl_run_open_metrics(o->out))) return -1;
-    return o->checkpoint_every > 0 ? pfl_run_write_start_checkpoint(report) : 0;
+    if (o->checkpoint_every > 0 && pfl_run_write_start_checkpoint(report)) return -1;
+    return (report->metrics = pfl_run_open_metrics(o->out)) ? 0 : -1;
 }
 
 /* The run o describes (checked: check_options), into o->out when it is set
@@ -382,6 +386,22 @@ done:
     return rc;
 }
 
+/* DIR/checkpoint is the run's own file: a symbolic link there is refused
+ * before it is read (the next checkpoint could not be written through it,
+ * after a round trained and appended for nothing); none at all is a run
+ * stopped before its first checkpoint, which starts over with pfl run. */
+static int own_checkpoint(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return pfl_err("%s: %s", path,
+                       errno == ENOENT ? "no checkpoint (the run stopped before its first one: run it again with "
+                                         "pfl run, or it was not written with --checkpoint-every)"
+                                       : strerror(errno));
+    if (S_ISLNK(st.st_mode))
+        return pfl_err("%s: a symbolic link: pfl resumes from a run's own checkpoint file only", path);
+    return 0;
+}
+
 /* Under mpirun rank 0 owns the folder: it locks it, tidies what a crash
  * left and says for every rank whether the run finished (1), goes on (0)
  * or cannot (-1); every rank then reads the checkpoint. */
@@ -401,7 +421,7 @@ int pfl_run_resume(const char *dir, const pfl_resume_options *r) {
         char path[4200];
         snprintf(path, sizeof path, "%s/checkpoint", dir);
         pfl_ckpt_reader rd;
-        rc = pfl_ckpt_open(&rd, path) ? -1 : 0;
+        rc = own_checkpoint(path) || pfl_ckpt_open(&rd, path) ? -1 : 0;
         if (rc == 0) {
             rc = resume_from(&rd, dir, r);
             pfl_ckpt_close(&rd);

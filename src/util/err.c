@@ -7,11 +7,19 @@
 
 static _Thread_local char last_message[1024];
 
+/* A message is one line whatever it quotes (a flag stored in a checkpoint,
+ * a name from a file): a control character in it becomes '?'. */
+static void one_line(char *m) {
+    for (unsigned char *c = (unsigned char *)m; *c; c++)
+        if (*c < 0x20 || *c == 0x7f) *c = '?';
+}
+
 int pfl_err(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_message, sizeof last_message, fmt, ap);
     va_end(ap);
+    one_line(last_message);
     return -1;
 }
 
@@ -26,6 +34,7 @@ int pfl_err_prefix(const char *prefix) {
     if (n > room) n = room; /* cut, as a message too long for the buffer is */
     memcpy(last_message + at, was, n);
     last_message[at + n] = '\0';
+    one_line(last_message);
     return -1;
 }
 

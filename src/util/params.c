@@ -110,6 +110,8 @@ int pfl_parse_number(const char *name, const char *text, bool whole, double min,
     if (whole && v != floor(v)) return pfl_err("--%s: '%s' is not a whole number", name, text);
     bool low_ok = min_exclusive ? v > min : v >= min;
     if (!low_ok || v > max) {
+        if (max >= 1e15 && v > max) /* a bound that large reads better whole */
+            return pfl_err("--%s: %s is out of range (must be at most %.0f)", name, text, max);
         if (max >= 1e15)
             return pfl_err("--%s: %s is out of range (must be %s %g)", name, text, min_exclusive ? ">" : ">=", min);
         return pfl_err("--%s: %s is out of range (must be in %s%g, %g])", name, text, min_exclusive ? "(" : "[", min,

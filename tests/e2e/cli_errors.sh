@@ -8,6 +8,7 @@ expect_error "zero lr" "--lr" run --lr 0
 expect_error "join 0" "--join" run --join 0
 expect_error "join above 1" "--join" run --join 1.5
 expect_error "join not a number" "--join" run --join half
+expect_error "a seed past the largest" "must be at most 9007199254740992" run --seed 99999999999999999999999
 expect_error "zero clients" "--clients" run --clients 0
 expect_error "fractional rounds" "--rounds" run --rounds 2.5
 expect_error "missing value" "--batch" run --batch

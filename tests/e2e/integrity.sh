@@ -212,6 +212,17 @@ else
     echo "skipped: the data binding check (no $PFL_DATA/mnist uncompressed)"
 fi
 
+# ---- 7b. a checkpoint is the run's own file: a symbolic link refused before anything is read or trained
+"$PFL" run "${small[@]}" --rounds 3 --checkpoint-every 1 --stop-after 1 --out "$TMP/ln" || fail "the run to link"
+mv "$TMP/ln/checkpoint" "$TMP/ln-checkpoint" && ln -s ../ln-checkpoint "$TMP/ln/checkpoint"
+rows=$(grep -c . "$TMP/ln/metrics.jsonl")
+expect_error "pfl resume through a symlinked checkpoint" "checkpoint: a symbolic link" "$PFL" resume "$TMP/ln" --quiet
+[ "$(grep -c . "$TMP/ln/metrics.jsonl")" = "$rows" ] && pass "... refused before a round was trained and appended" ||
+    fail "a symlinked checkpoint's resume appended rows"
+rm "$TMP/ln/checkpoint"
+expect_error "pfl resume without a checkpoint" "no checkpoint (the run stopped before its first one" \
+    "$PFL" resume "$TMP/ln" --quiet
+
 # ---- 7. the metrics rows a checkpoint covers, and one pfl per folder
 "$PFL" run "${small[@]}" --rounds 5 --checkpoint-every 2 --stop-after 3 --out "$TMP/part" || fail "stopped run failed"
 "$PFL" run "${small[@]}" --seed 9 --rounds 5 --out "$TMP/other" || fail "another run failed"
