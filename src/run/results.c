@@ -17,6 +17,34 @@ struct pfl_run_summary {
     json_t *json;
 };
 
+/* A value of key in [lo, hi], a number or a {mean, values} over seeds (each
+ * checked), or absent or null; else -1 naming the file and the key: an
+ * accuracy of -5 would print as -500.00 %, one of 1e308 as inf. */
+static int check_range(const char *path, json_t *j, const char *key, double lo, double hi) {
+    json_t *v = json_object_get(j, key);
+    if (json_is_object(v)) {
+        if (check_range(path, v, "mean", lo, hi)) return -1;
+        json_t *values = json_object_get(v, "values"), *x;
+        size_t i;
+        json_array_foreach(values, i, x) if (json_is_number(x) && !(json_number_value(x) >= lo && json_number_value(x) <= hi))
+            return pfl_err("%s: %s: a value %g outside [%g, %g] (not a summary pfl wrote)", path, key, json_number_value(x),
+                           lo, hi);
+        return 0;
+    }
+    if (!json_is_number(v)) return 0;
+    const double d = json_number_value(v);
+    if (d >= lo && d <= hi) return 0;
+    return pfl_err("%s: %s %g outside [%g, %g] (not a summary pfl wrote)", path, key, d, lo, hi);
+}
+
+/* What pfl table and pfl plot show of a summary, checked before it is shown. */
+static int check_summary(const char *path, json_t *j) {
+    static const char *const accuracies[] = {"best_local_acc", "final_local_acc", "best_global_acc", "final_global_acc"};
+    for (size_t k = 0; k < sizeof accuracies / sizeof accuracies[0]; k++)
+        if (check_range(path, j, accuracies[k], 0.0, 1.0)) return -1;
+    return check_range(path, j, "seconds_per_round", 0.0, 1e9) || check_range(path, j, "converged_local_round", 0.0, 1e9);
+}
+
 pfl_run_summary *pfl_summary_load(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/summary.json", dir);
@@ -28,6 +56,10 @@ pfl_run_summary *pfl_summary_load(const char *dir) {
     if (!j || !json_is_object(j)) {
         json_decref(j);
         pfl_err("%s: %s", path, j ? "not a JSON object" : e.text);
+        return NULL;
+    }
+    if (check_summary(path, j)) {
+        json_decref(j);
         return NULL;
     }
     pfl_run_summary *s = pfl_malloc(sizeof *s);

@@ -212,6 +212,12 @@ else
     echo "skipped: the data binding check (no $PFL_DATA/mnist uncompressed)"
 fi
 
+# ---- 7c. pfl table shows no accuracy that is none: -5 (-500.00 %) or 1e308 (inf) refused, naming the file and key
+for bad in '"best_local_acc": -5' '"final_global_acc": 1e308' '"best_local_acc": {"mean": 0.5, "values": [0.5, 7]}'; do
+    mkdir -p "$TMP/tb" && printf '{"final_local_acc": 0.5, %s}' "$bad" >"$TMP/tb/summary.json"
+    expect_error "pfl table of a summary holding $bad" "outside [0, 1] (not a summary pfl wrote)" "$PFL" table "$TMP/tb"
+done
+
 # ---- 7b. a checkpoint is the run's own file: a symbolic link refused before anything is read or trained
 "$PFL" run "${small[@]}" --rounds 3 --checkpoint-every 1 --stop-after 1 --out "$TMP/ln" || fail "the run to link"
 mv "$TMP/ln/checkpoint" "$TMP/ln-checkpoint" && ln -s ../ln-checkpoint "$TMP/ln/checkpoint"
