@@ -183,13 +183,14 @@ lines=$(grep -c "does not run under mpirun" "$TMP/seeds.log")
     fail "--seeds with checkpoints under mpirun: exit $rc, $lines refusal lines: $(head -3 "$TMP/seeds.log")"
 
 # traffic: a reduction (FedAvg) sends the server one model (its shared
-# layers, 159,010 float32) and 48 bytes of figures per client of the round
+# layers, 159,010 float32) and 56 bytes of figures per client of the round
+# (its pfl_slot_record: the training statistics and the message bytes)
 # (6 of 10); a client rank receives at most two models, the running sum
 # from the rank before it and the result (4 processes: a middle rank does)
 model=$((159010 * 4))
 up=$(json_field bytes_to_server_per_round "$TMP/fedavg/np3/summary.json")
-[ "$up" = $((model + 48 * 6)) ] && pass "fedavg: $up bytes to the server per round" ||
-    fail "fedavg: $up bytes to the server per round, want $((model + 48 * 6))"
+[ "$up" = $((model + 56 * 6)) ] && pass "fedavg: $up bytes to the server per round" ||
+    fail "fedavg: $up bytes to the server per round, want $((model + 56 * 6))"
 [ "$(json_field aggregation "$TMP/fedavg/np3/summary.json")" = reduce ] &&
     [ "$(json_field aggregation "$TMP/pfedcfr/np3/summary.json")" = gather ] &&
     pass "the summary says fedavg reduces and pfedcfr gathers" || fail "aggregation fields: fedavg reduce, pfedcfr gather"
