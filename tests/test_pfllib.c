@@ -509,12 +509,16 @@ static void test_round_trip(void) {
 
 /* ---- PFLlib's results file ---- */
 
+/* A finished run in dir: these metrics lines and a summary.json beside them
+ * (pfl export takes finished runs only). */
 static void put_metrics(const char *dir, const char *lines) {
     char cmd[700], path[700];
     snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
     if (system(cmd) != 0) exit(2);
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     spit(path, lines, strlen(lines));
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    spit(path, "{}\n", 3);
 }
 
 #ifndef PFL_NO_HDF5
@@ -550,6 +554,16 @@ static void test_results_h5(void) {
     (void)seeds, (void)path;
 #else
     CHECK(pfl_export_h5(run, out) == 0, "export: %s", pfl_errmsg());
+    /* an unfinished run (no summary.json): refused, nothing written */
+    char half[560], half_out[600];
+    snprintf(half, sizeof half, "%s/half", tmpdir);
+    put_metrics(half, "{\"round\":0,\"local_acc\":0.125}\n");
+    snprintf(half_out, sizeof half_out, "%s/summary.json", half);
+    if (unlink(half_out) != 0) exit(2);
+    snprintf(half_out, sizeof half_out, "%s/Half_run.h5", tmpdir);
+    CHECK(pfl_export_h5(half, half_out) < 0 && strstr(pfl_errmsg(), "the run is not finished") &&
+              access(half_out, F_OK) != 0,
+          "an unfinished run: %s", pfl_errmsg());
     double v[8];
     int n;
     read_h5(out, "rs_test_acc", v, &n);
