@@ -3,6 +3,8 @@
 # closing line "N passed, N failed" counting test programs (", N skipped"
 # when some were). A test that exits 77 (automake's convention) was skipped:
 # what it needs is missing (e.g. MPI); its last line says why.
+# PFL_TEST_E2E=0 runs the unit tests only (scripts/test-kernels.sh, for the
+# kernel sets after the first).
 set -u
 BUILD=${BUILD:-build}
 PFL=${PFL:-$BUILD/pfl}
@@ -36,6 +38,7 @@ for t in "$BUILD"/tests/test_*; do
     run "$(basename "$t")" "$t"
 done
 for t in tests/e2e/*.sh; do
+    [ "${PFL_TEST_E2E:-1}" = 0 ] && break
     [ -f "$t" ] || continue
     [ "$(basename "$t")" = lib.sh ] && continue # sourced by the others
     run "e2e_$(basename "$t" .sh)" bash "$t"

@@ -365,7 +365,7 @@ static void test_hostile_npy(void) {
     /* a 2 GiB length in a pickle of a few hundred bytes: x's data, x's shape */
     EXPECT_PATCH("\x89" "C\xd8", "\x89" "B\x00\x00\x00\x80", one_config, "x: needs 2147483648 more bytes");
     EXPECT_PATCH("K\x06K\x01K\x03K\x03", "J\x00\x00\x00\x40K\x01K\x03K\x03", one_config,
-                 "x: an array of 1 x 1073741824... elements, more than its 54 of data hold");
+                 "x: an array of shape (1073741824, 1, 3, 3), more elements than its data's 54 hold");
     /* labels outside num_classes */
     new_folder(dir, sizeof dir, "labels");
     put_config(dir, "{\"num_clients\": 1, \"num_classes\": 2}");
@@ -400,7 +400,9 @@ static void test_hostile_folder(void) {
     /* a file whose samples differ in shape from the first file's */
     make_image_folder(dir, sizeof dir, "shapes", "{\"num_clients\": 2, \"num_classes\": 4}");
     copy_fixture(dir, "train/1.npz", "text.npz");
-    expect_refusal(dir, "train/1.npz", "x: samples of text 1x1x8, the first file's are shape 1x3x3");
+    expect_refusal(dir, "train/1.npz", "x: text rows of 8 tokens, where ");
+    expect_refusal(dir, "train/1.npz", "/train/0.npz (the first file read) holds images of 1x3x3 (channels x height x "
+                                       "width)");
     /* a client file missing; config.json broken or lacking num_clients */
     make_image_folder(dir, sizeof dir, "missing", "{\"num_clients\": 3, \"num_classes\": 3}");
     expect_refusal(dir, "train/2.npz", "file: cannot open");

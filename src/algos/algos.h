@@ -142,6 +142,27 @@ extern const pfl_algo pfl_algo_scaffold;
 extern const pfl_algo pfl_algo_feddyn;
 extern const pfl_algo pfl_algo_fedlc;
 extern const pfl_algo pfl_algo_fedntd;
+/* Server optimizers on the round's mean update (src/algos/server_opt.c):
+ * FedAvgM and FedOpt's FedAdam, FedYogi, FedAdagrad */
+extern const pfl_algo pfl_algo_fedavgm;
+extern const pfl_algo pfl_algo_fedadam;
+extern const pfl_algo pfl_algo_fedyogi;
+extern const pfl_algo pfl_algo_fedadagrad;
+typedef enum { PFL_SERVER_MOMENTUM, PFL_SERVER_ADAM, PFL_SERVER_YOGI, PFL_SERVER_ADAGRAD } pfl_server_opt_kind;
+/* Their hyper-parameters, from the run's flags. */
+typedef struct {
+    double eta, momentum, beta1, beta2, tau;
+    bool nesterov;
+} pfl_server_opt_hp;
+pfl_server_opt_hp pfl_server_opt_hp_of(const pfl_config *cfg);
+/* The server's step on [off, off + len): x the global model the clients
+ * received, `global` the round's mean on entry and the new global model on
+ * return; m (FedAvgM's velocity, FedOpt's first moment) and v (FedOpt's
+ * second moment; NULL for FedAvgM) updated in place, all in double. */
+void pfl_server_opt_step(pfl_server_opt_kind kind, const pfl_server_opt_hp *hp, const float *x, float *global,
+                         double *m, double *v, size_t off, size_t len);
+/* The server state as it stands (num_params doubles): m, or v with `second` (NULL for FedAvgM). */
+const double *pfl_server_opt_state(const pfl_fl *fl, bool second);
 /* SCAFFOLD, on the elements [off, off + len) of whole vectors: a client's
  * control after training, c_i <- c_i - c + (x - y) * inv, inv = 1 / (K lr);
  * the server's, c <- c + (1/N) sum_k ((x - y_k) * inv_k - c) over the n

@@ -31,6 +31,8 @@ const pfl_algo *const pfl_algos[] = {&pfl_algo_fedavg, &pfl_algo_local, &pfl_alg
                                      &pfl_algo_fedcac, &pfl_algo_fedas, &pfl_algo_pfl_da, &pfl_algo_fedgc,
                                      /* PFLlib's traditional methods: MOON, FedGen, FedCross */
                                      &pfl_algo_moon, &pfl_algo_fedgen, &pfl_algo_fedcross,
+                                     /* FL-bench's server optimizers */
+                                     &pfl_algo_fedavgm, &pfl_algo_fedadam, &pfl_algo_fedyogi, &pfl_algo_fedadagrad,
                                      NULL};
 
 /* Methods registered at run time (pfl_algo_register), after the built-in ones. */

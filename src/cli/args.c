@@ -8,6 +8,7 @@
 #include "util/err.h"
 
 static void print_default(FILE *f, const arg_spec *s) {
+    if (s->help && strstr(s->help, "(default")) return; /* the help says it in its own words */
     switch (s->type) {
     case ARG_INT: fprintf(f, " (default %d)", *(int *)s->dest); break;
     case ARG_DOUBLE: fprintf(f, " (default %g)", *(double *)s->dest); break;

@@ -1,5 +1,6 @@
 /* pfl partition: shows how a dataset is split over clients (a table like
  * PFLlib's generator prints), and can save the split for other tools. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +122,8 @@ static int export_pfllib(const partition_options *o, pfl_dataset *d, const pfl_p
     char about[512];
     snprintf(about, sizeof about, "pfl partition --data %s --partition %s --clients %d --seed %llu", o->data,
              partition, o->clients, (unsigned long long)o->seed);
-    if (pfl_pfllib_export(d, p, partition, spec.alpha, about, dir)) return -1;
+    const bool dirichlet = spec.kind == PFL_PART_DIR || spec.kind == PFL_PART_DIRC;
+    if (pfl_pfllib_export(d, p, partition, dirichlet ? spec.alpha : NAN, about, dir)) return -1;
     if (!o->quiet) printf("wrote %s (PFLlib's layout: config.json, train/<i>.npz, test/<i>.npz)\n", dir);
     return 0;
 }
@@ -145,12 +147,13 @@ static int parse_partition_args(const arg_spec *specs, int n, int argc, char **a
 }
 
 int cmd_partition(int argc, char **argv) {
-    partition_options o = {.data = "mnist", .partition = "pat", .clients = 20, .seed = 1};
+    partition_options o = {.data = "mnist", .partition = "pat", .clients = 0, .seed = 1}; /* 0: not given */
     o.data_dir = pfl_default_data_dir();
     const arg_spec specs[] = {
         {"data", "data", ARG_STRING, &o.data, 0, 0, false, "NAME", "dataset: mnist, fmnist, cifar10, cifar100, cifar100-coarse, svhn, tinyimagenet, agnews, pfllib:DIR"},
         {"partition", NULL, ARG_STRING, &o.partition, 0, 0, false, "P", pfl_partition_forms},
-        {"clients", "nc", ARG_INT, &o.clients, 1, 1e7, false, "N", "number of clients"},
+        {"clients", "nc", ARG_INT, &o.clients, 1, 1e7, false, "N",
+         "number of clients (default 20; on a PFLlib folder its own num_clients)"},
         {"seed", NULL, ARG_U64, &o.seed, 0, 9007199254740992.0, false, "S", "seed"},
         {"data-dir", NULL, ARG_STRING, &o.data_dir, 0, 0, false, "DIR", "data directory (env PFL_DATA)"},
         {"save", NULL, ARG_STRING, &o.save, 0, 0, false, "FILE", "also write the index lists as JSON"},
@@ -164,6 +167,12 @@ int cmd_partition(int argc, char **argv) {
     if (parsed < 0) {
         fprintf(stderr, "pfl partition: %s\n", pfl_errmsg());
         return 2;
+    }
+    /* as pfl run: --clients left out takes a PFLlib folder's own count, else 20 */
+    const bool folder = !strncmp(o.data, "pfllib:", 7) && o.data[7];
+    if (o.clients == 0 && (folder ? pfl_pfllib_clients(o.data + 7, &o.clients) : (o.clients = 20, 0))) {
+        fprintf(stderr, "pfl partition: %s\n", pfl_errmsg());
+        return 1;
     }
     pfl_dataset d = {0};
     pfl_partition p = {0};

@@ -29,10 +29,19 @@
 #ifndef PFL_DATA_DATA_H
 #define PFL_DATA_DATA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct pfl_text pfl_text;
+
+/* The split a PFLlib folder's config.json records. */
+typedef struct {
+    char partition[64];   /* its "partition" string, printable ASCII ("" when null, absent or not one) */
+    bool partition_null;  /* "partition": null (PFLlib's iid) */
+    double alpha;         /* "alpha", NAN when absent or not a number */
+    int non_iid, balance; /* 0 or 1, -1 when absent or not a boolean */
+} pfl_split_record;
 
 typedef struct {
     char name[16];
@@ -51,6 +60,9 @@ typedef struct {
     int own_clients;      /* a PFLlib folder: its clients, whose samples lie client after client, each its
                            * train samples then its test samples (the partition "pfllib"); else 0 */
     int *own_counts;      /* own_clients x 2: each client's train count, then its test count */
+    /* a PFLlib folder: the split its config.json records, which a re-export
+     * of that split (pfl partition --export pfllib) writes back as it was */
+    pfl_split_record own_split;
 } pfl_dataset;
 
 /* Names accepted by pfl_dataset_load, for --help and error messages. */
@@ -342,8 +354,11 @@ int pfl_pfllib_clients(const char *dir, int *clients);
  * gathers the samples: float32 N x C x H x W images, or, for text (its
  * vocabulary built), rows (token list, length) of max_len ids. The folder
  * is written beside DIR and renamed into place: a failure leaves nothing.
- * `partition` is the scheme's text (config.json's partition); alpha is
- * written for dir/dirc. 0, or -1 with a message naming the file. */
+ * `partition` is the scheme's text (config.json's partition); alpha, when
+ * not NAN (dir and dirc only: no other split has one). A PFLlib folder's own
+ * split (`partition` "pfllib") writes back what its config.json recorded
+ * (d->own_split): its partition, alpha, non_iid and balance, nothing made
+ * up. 0, or -1 with a message naming the file. */
 int pfl_pfllib_export(const pfl_dataset *d, const pfl_partition *p, const char *partition, double alpha,
                       const char *about, const char *dir);
 

@@ -31,12 +31,33 @@ typedef struct {
     int clients, classes;   /* classes 0: config.json does not say (older PFLlib) */
     json_t *stats;          /* "Size of samples for labels in clients", or NULL */
     char partition[80];     /* config.json's partition, quoted (pfl_quote), for the provenance line */
+    pfl_split_record split; /* what config.json says of the split, for a re-export */
 } folder_config;
+
+static int json_flag(const json_t *v) { return json_is_boolean(v) ? json_is_true(v) : -1; }
+
+/* What config.json records of its split, kept as it is (printable strings only). */
+static void keep_split(folder_config *f, const json_t *root) {
+    pfl_split_record *s = &f->split;
+    const json_t *part = json_object_get(root, "partition"), *alpha = json_object_get(root, "alpha");
+    s->partition[0] = 0;
+    s->partition_null = json_is_null(part);
+    if (json_is_string(part) && json_string_length(part) < sizeof s->partition) {
+        const char *t = json_string_value(part);
+        bool printable = true;
+        for (const char *c = t; *c; c++) printable &= *c >= 0x20 && *c < 0x7f;
+        if (printable) snprintf(s->partition, sizeof s->partition, "%s", t);
+    }
+    s->alpha = json_is_number(alpha) ? json_number_value(alpha) : NAN;
+    s->non_iid = json_flag(json_object_get(root, "non_iid"));
+    s->balance = json_flag(json_object_get(root, "balance"));
+}
 
 /* What the first file decided, and the samples so far. */
 typedef struct {
     bool text;
     int c, h, w;            /* an image's shape; text: 1 x 1 x row length */
+    char first[4200];       /* the file that decided them */
     long long n, cap;       /* samples appended, and room */
     float *features;        /* n x c*h*w (images) */
     uint8_t *labels;
@@ -94,6 +115,7 @@ static int read_config(folder_config *f, const char *dir) {
         pfl_quote(f->partition, sizeof f->partition, json_string_value(part), json_string_length(part), 16);
     else
         snprintf(f->partition, sizeof f->partition, "%s", part ? "none (iid)" : "not recorded");
+    keep_split(f, root);
     json_t *stats = json_object_get(root, "Size of samples for labels in clients");
     if (stats && (!json_is_array(stats) || json_array_size(stats) != (size_t)f->clients)) {
         pfl_err(WHAT ": %s: \"Size of samples for labels in clients\": expected one list per client (%d)", f->config,
@@ -265,6 +287,15 @@ static int append_tokens(folder_data *fd, const char *path, const pfl_npz_xy *xy
     return 0;
 }
 
+/* What a file's samples are, in words: "text rows of 8 tokens", "images of
+ * 1x28x28", "vectors of 60 values". */
+static const char *samples_in_words(char *buf, size_t size, bool text, int c, int h, int w) {
+    if (text) snprintf(buf, size, "text rows of %d tokens", w);
+    else if (c == 1 && h == 1) snprintf(buf, size, "vectors of %d values", w);
+    else snprintf(buf, size, "images of %dx%dx%d (channels x height x width)", c, h, w);
+    return buf;
+}
+
 /* Reads DIR/split/<client>.npz and appends its samples; *count gets how many. */
 static int read_client_file(const folder_config *f, folder_data *fd, int client, const char *split, int *count,
                             char *path, size_t path_size) {
@@ -291,11 +322,15 @@ static int read_client_file(const folder_config *f, folder_data *fd, int client,
     }
     if (fd->c == 0) { /* the first file decides */
         fd->text = text, fd->c = c, fd->h = h, fd->w = w;
+        snprintf(fd->first, sizeof fd->first, "%s", path);
         if (text && (!(fd->t = pfl_calloc(1, sizeof *fd->t)) || !(fd->t->offsets = pfl_calloc(1, sizeof(long long)))))
             goto done;
     } else if (text != fd->text || c != fd->c || h != fd->h || w != fd->w) {
-        pfl_err(WHAT ": %s: x: samples of %s %dx%dx%d, the first file's are %s %dx%dx%d", path, text ? "text" : "shape",
-                c, h, w, fd->text ? "text" : "shape", fd->c, fd->h, fd->w);
+        /* both files named: the odd one may be the first */
+        char these[96], first[96];
+        pfl_err(WHAT ": %s: x: %s, where %s (the first file read) holds %s", path,
+                samples_in_words(these, sizeof these, text, c, h, w), fd->first,
+                samples_in_words(first, sizeof first, fd->text, fd->c, fd->h, fd->w));
         goto done;
     }
     if (reserve(fd, n, (long long)c * h * w) || append_labels(f, fd, path, &xy.y) ||
@@ -358,7 +393,7 @@ int pfl_pfllib_load(pfl_dataset *d, const char *dir) {
     d->n = (int)fd.n, d->c = fd.c, d->h = fd.h, d->w = fd.w;
     d->classes = f.classes ? f.classes : fd.max_label + 1;
     d->labels = fd.labels, d->features = fd.features, d->text = fd.t;
-    d->own_clients = f.clients, d->own_counts = own_counts;
+    d->own_clients = f.clients, d->own_counts = own_counts, d->own_split = f.split;
     if (d->text) d->text->max_len = fd.w, d->text->given_ids = 1;
     snprintf(d->provenance, sizeof d->provenance, "a PFLlib folder: %d clients, %d classes%s, partition %s (config.json)",
              f.clients, d->classes, f.classes ? "" : " (the largest label + 1: config.json has no num_classes)",

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,14 +280,29 @@ static json_t *label_counts(const pfl_dataset *d, const pfl_partition *p) {
     return all;
 }
 
+/* config.json: a PFLlib folder's own split re-exported says what its
+ * config.json said (d->own_split); another split its scheme, and alpha only
+ * when it has one. */
 static int write_config(const char *path, const pfl_dataset *d, const pfl_partition *p, const char *partition,
                         double alpha, const char *about) {
-    json_t *c = json_pack("{s:i, s:i, s:b, s:b, s:s, s:o, s:f, s:i, s:s}", "num_clients", p->num_clients,
-                          "num_classes", d->classes, "non_iid", strcmp(partition, "iid") != 0, "balance", 0,
-                          "partition", partition, "Size of samples for labels in clients", label_counts(d, p),
-                          "alpha", alpha, "batch_size", 10, "pfl", about);
+    const pfl_split_record *own = d->own_clients && !strcmp(partition, "pfllib") ? &d->own_split : NULL;
+    int non_iid = strcmp(partition, "iid") != 0, balance = 0;
+    json_t *part = json_string(partition);
+    if (own) {
+        alpha = own->alpha;
+        non_iid = own->non_iid >= 0 ? own->non_iid : non_iid;
+        balance = own->balance >= 0 ? own->balance : balance;
+        json_decref(part); /* absent there (or not a printable string): absent here */
+        part = own->partition_null ? json_null() : own->partition[0] ? json_string(own->partition) : NULL;
+    }
+    json_t *c = json_pack("{s:i, s:i, s:b, s:b, s:o, s:i, s:s}", "num_clients", p->num_clients, "num_classes",
+                          d->classes, "non_iid", non_iid, "balance", balance, "Size of samples for labels in clients",
+                          label_counts(d, p), "batch_size", 10, "pfl", about);
+    if (c && part && json_object_set_new(c, "partition", part)) json_decref(c), c = NULL;
+    else if (!c) json_decref(part);
+    if (c && isfinite(alpha) && json_object_set_new(c, "alpha", json_real(alpha))) json_decref(c), c = NULL;
     if (!c) return pfl_err(WHAT ": %s: cannot build the JSON", path);
-    const int rc = json_dump_file(c, path, JSON_COMPACT);
+    const int rc = json_dump_file(c, path, JSON_COMPACT | JSON_REAL_PRECISION(12)); /* alpha 0.3, not 0.29999999999999999 */
     json_decref(c);
     return rc ? pfl_err(WHAT ": %s: cannot write: %s", path, strerror(errno)) : 0;
 }

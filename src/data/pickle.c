@@ -310,17 +310,25 @@ static int build_dtype(machine *m, object *d, const object *s) {
 }
 
 /* The product of the shape, refused when it exceeds `most` (what the data
- * can hold), before it could overflow. */
+ * can hold), before it could overflow; the message gives the whole shape. */
 static int shape_count(machine *m, object *a, const object *shape, long long most) {
     if (shape->n > PFL_NPY_MAX_DIMS) return fail(m, "an array of %zu dimensions (at most %d)", shape->n, PFL_NPY_MAX_DIMS);
+    for (size_t k = 0; k < shape->n; k++)
+        if (shape->items[k].kind != K_INT || shape->items[k].i < 0)
+            return fail(m, "an array dimension that is not a count");
     long long count = 1;
     for (size_t k = 0; k < shape->n; k++) {
-        const cell d = shape->items[k];
-        if (d.kind != K_INT || d.i < 0) return fail(m, "an array dimension that is not a count");
-        a->shape[k] = d.i;
-        if (d.i && count > most / d.i)
-            return fail(m, "an array of %lld x %lld... elements, more than its %lld of data hold", count, (long long)d.i, most);
-        count *= d.i;
+        const long long d = shape->items[k].i;
+        a->shape[k] = d;
+        if (d && count > most / d) {
+            char dims[PFL_NPY_MAX_DIMS * 22 + 4] = "(";
+            for (size_t i = 0; i < shape->n; i++)
+                snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", i ? ", " : "",
+                         (long long)shape->items[i].i);
+            strcat(dims, ")");
+            return fail(m, "an array of shape %s, more elements than its data's %lld hold", dims, most);
+        }
+        count *= d;
     }
     a->ndim = (int)shape->n, a->count = count;
     return 0;

@@ -98,14 +98,22 @@ typedef struct {
     float gh_server_lr;     /* fedgh: learning rate of the server's training of the header */
     const char *gh_start;   /* fedgh: what the server's header training starts from: client0 | global */
     /* traditional methods: SCAFFOLD, FedDyn, FedLC, FedNTD */
-    float server_lr;         /* scaffold: eta_g, the server's step along the mean model update */
-    const char *server_mean; /* scaffold, feddyn: the mean of the uploads, uniform | samples (NULL: uniform) */
+    float server_lr;         /* scaffold and the server optimizers: eta_g, the server's step along the mean update */
+    /* scaffold, feddyn, the server optimizers: the mean of the uploads, uniform | samples (NULL: uniform) */
+    const char *server_mean;
     float dyn_alpha;         /* feddyn: alpha, the dynamic regularizer's coefficient */
     const char *dyn_penalty; /* feddyn: alpha/2 ||w - w_global|| (norm, PFLlib) or its square (squared, the paper) */
     float lc_tau;            /* fedlc: tau of the calibration tau * n_y^(-1/4) */
     const char *lc_counts;   /* fedlc: n_y over every client's training labels (global) or the client's (local) */
     float ntd_beta;          /* fedntd: beta, the weight of the not-true distillation */
     float ntd_tau;           /* fedntd: tau, its softmax temperature */
+    /* server optimizers on the round's mean update: FedAvgM, FedAdam, FedYogi, FedAdagrad (src/algos/server_opt.c);
+     * their step size is server_lr and their mean server_mean */
+    float server_momentum;   /* fedavgm: beta, the momentum of the server's update */
+    bool server_nesterov;    /* fedavgm: Nesterov's momentum (FL-bench's torch.optim.SGD(nesterov=True)) */
+    float server_beta1;      /* fedadam, fedyogi, fedadagrad: beta_1, the decay of the first moment m */
+    float server_beta2;      /* fedadam, fedyogi: beta_2, the decay of the second moment v */
+    float server_tau;        /* fedadam, fedyogi, fedadagrad: tau, the adaptivity; v starts at tau^2 */
     /* apple, apfl, fedphp, perfedavg: where the method's paper and its reference code (PFLlib) disagree, which
      * one to follow: "pfllib" (NULL: the default) | "paper" (pfl_reading_paper, docs/algorithms.md) */
     const char *reading;

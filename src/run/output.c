@@ -286,8 +286,10 @@ void pfl_run_on_round(const pfl_round_metrics *m, const pfl_fl *fl, void *ctx) {
 /* How the uploads meet under MPI (a reduction, or a gather for methods
  * that read each upload), the processes, and the payload bytes that moved
  * per round this process ran: to the server (rank 0), to the client ranks
- * together and to the one that received most, and over those rounds in the
- * evaluation's sums of correct counts. */
+ * together and to the one that received most; and per evaluation this
+ * process ran, in the evaluation's sums of correct counts. Each is a mean
+ * over what this process ran, so a resumed run says what an uninterrupted
+ * one does (a total over the resumed rounds alone would not). */
 static void write_transport_fields(FILE *f, const pfl_run_options *o, const pfl_fl *fl, const run_report *r) {
     const int processes = o->cfg.transport ? o->cfg.transport->size : 1;
     fprintf(f, ",\n  \"aggregation\": \"%s\",\n  \"processes\": %d", pfl_fl_aggregation(fl), processes);
@@ -296,7 +298,9 @@ static void write_transport_fields(FILE *f, const pfl_run_options *o, const pfl_
     fprintf(f, ",\n  \"bytes_to_server_per_round\": %.0f,\n  \"bytes_to_client_ranks_per_round\": %.0f",
             (double)r->traffic.to_server / rounds, (double)r->traffic.to_clients / rounds);
     fprintf(f, ",\n  \"bytes_to_a_client_rank_per_round\": %.0f", (double)r->traffic.to_client_max / rounds);
-    fprintf(f, ",\n  \"bytes_evaluation_sums\": %ld", r->traffic.eval);
+    const int evals = r->num_evals - r->evals_resumed;
+    fprintf(f, ",\n  \"bytes_evaluation_sums_per_evaluation\": %.0f",
+            (double)r->traffic.eval / (evals > 0 ? evals : 1));
 }
 
 int pfl_run_measure_memory(const pfl_fl *fl, run_report *r) {
@@ -660,6 +664,7 @@ static int keep_covered_lines(run_report *rep, FILE *in, FILE *to, const covered
         kept++;
     }
     free(line);
+    rep->evals_resumed = rep->num_evals;
     if (!c->has) return kept;
     pfl_sha256 sha = rep->metrics_sha;
     uint8_t digest[32];

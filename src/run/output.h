@@ -42,6 +42,7 @@ typedef struct {
     int holdout;      /* samples held out as the public set (--public) */
     run_eval *evals;  /* every evaluation so far, round 0 included */
     int num_evals, cap_evals;
+    int evals_resumed; /* of them, those a checkpoint's metrics brought (evaluated by an earlier process) */
     bool stopped_early; /* --auto-break stopped the run after its last evaluation */
     int diverged_round; /* the first round whose training loss or global model was not finite; 0: none */
     /* checkpoints: the run's flags, "--name=value" strings each ended by a NUL */

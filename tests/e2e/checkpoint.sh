@@ -51,6 +51,8 @@ cases=(
     "fedgen --fedgen-server-epochs 20"
     # FedCross's middleware models (server state)
     "fedcross"
+    # the server optimizers' velocity and moments (server state, in double)
+    "fedavgm --server-nesterov --drop-rate 0.3" "fedadam" "fedyogi --server-mean samples" "fedadagrad"
 )
 # under the sanitizers (several times slower) a sample: client state, ALA,
 # FLAYER's modules, clustering and server-side fusion

@@ -95,7 +95,8 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     scaffold feddyn fedlc fedntd
     fml fedkd feddbe fedmtl fedbn
     fedcac fedas pfl-da fedgc
-    moon fedgen fedcross)
+    moon fedgen fedcross
+    fedavgm fedadam fedyogi fedadagrad)
 # under the sanitizers (several times slower) the methods whose module paths
 # what the round's semantics changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)

@@ -92,6 +92,8 @@ case_flags() {
         drop_cfl) echo --algo cfl --cfl-warmup 0 --cfl-eps1 1e9 --cfl-eps2 0 --drop-rate 0.3 ;;
         # traditional methods: SCAFFOLD's c_i and FedDyn's grad_k on their owners, c and h replicated
         drop_scaffold) echo --algo scaffold --join 0.6 --drop-rate 0.3 ;;
+        # the server optimizers: the mean a reduction, the step and its state replicated on every rank
+        drop_fedyogi) echo --algo fedyogi --join 0.6 --drop-rate 0.3 ;;
         feddyn_ala) echo --algo feddyn --ala --join 0.6 ;;
         fedntd_mask) echo --algo fedntd --flayer-mask --join 0.6 ;;
         fedntd_literal) echo --algo fedntd --flayer-mask-literal --join 0.6 ;; # the uniform literal mean in double
@@ -138,6 +140,7 @@ else
         fml fml_mask fedkd fedkd_update feddbe fedmtl fedmtl_reg fedbn
         fedcac fedas fedas_mask pfl-da fedgc fedgc_mask
         moon fedgen fedcross
+        fedavgm fedadam drop_fedyogi fedadagrad
         "${text[@]}" bn_shared bn_local)
     twice=(fedavg fedala fedalp pfedcfr flayer drop_cfl fedpac)
 fi
@@ -221,6 +224,23 @@ up=$(json_field bytes_to_server_per_round "$TMP/fedavg/np3/summary.json")
     [ -n "$most" ] && [ "$most" -gt "$model" ] && [ "$most" -le $((2 * model)) ] &&
         pass "fedavg -np 4: $most bytes into a client rank per round (one model: $model)" ||
         fail "fedavg -np 4: $most bytes into a client rank per round, want more than one model and at most two ($model)"
+}
+
+# a run stopped after round 2 of 4 and resumed reports the traffic of the uninterrupted run: every figure a
+# mean over the rounds (and evaluations) the resuming process ran, not a total over them
+[ "${PFL_SANITIZED:-0}" = 1 ] || {
+    ev=("${common[@]}" --algo fedavg --join 0.6 --rounds 4 --threads 1)
+    timeout 300 "${MPIRUN[@]}" -np 3 "$PFL" run "${ev[@]}" --out "$TMP/ev_full" >"$TMP/ev.log" 2>&1 &&
+        timeout 300 "${MPIRUN[@]}" -np 3 "$PFL" run "${ev[@]}" --checkpoint-every 1 --stop-after 2 --out "$TMP/ev_part" \
+            >>"$TMP/ev.log" 2>&1 &&
+        timeout 300 "${MPIRUN[@]}" -np 3 "$PFL" resume "$TMP/ev_part" --quiet >>"$TMP/ev.log" 2>&1 ||
+        fail "traffic after a resume: a run failed: $(tail -3 "$TMP/ev.log")"
+    for field in bytes_to_server_per_round bytes_to_client_ranks_per_round bytes_evaluation_sums_per_evaluation; do
+        full=$(json_field $field "$TMP/ev_full/summary.json")
+        [ -n "$full" ] && [ "$full" -gt 0 ] && [ "$(json_field $field "$TMP/ev_part/summary.json")" = "$full" ] &&
+            pass "resumed under mpirun: $field $full, the uninterrupted run's" ||
+            fail "resumed under mpirun: $field $(json_field $field "$TMP/ev_part/summary.json"), uninterrupted $full"
+    done
 }
 
 # Checkpoints under mpirun: a 3-rank run with --checkpoint-every 1 stopped

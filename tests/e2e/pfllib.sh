@@ -81,6 +81,32 @@ if [ -s "$TMP/csv/agnews/test.csv" ]; then
 else
     echo "skipped: agnews export (no $PFL_DATA/agnews/test.csv)"
 fi
+# config.json says what the split was and nothing made up: a folder's own split re-exported keeps its
+# partition, alpha, non_iid and balance; a split pfl makes names its scheme, and alpha only for dir
+folder "$TMP/own" '{"num_clients": 2, "num_classes": 3, "partition": "dir", "alpha": 0.5, "non_iid": true, "balance": false}' \
+    img-deflated.npz img-stored.npz img-protocol4.npz img-deflated.npz
+if "$PFL" partition --data "pfllib:$TMP/own" --quiet --export pfllib "$TMP/own-again"; then
+    c="$TMP/own-again/config.json"
+    [ "$(json_field partition "$c")" = dir ] && [ "$(json_field alpha "$c")" = 0.5 ] &&
+        [ "$(json_field non_iid "$c")" = true ] && [ "$(json_field balance "$c")" = false ] &&
+        pass "re-export: the folder's partition dir, alpha 0.5, non_iid, balance as its config.json had them" ||
+        fail "re-export's config.json: $(head -c 300 "$c")"
+else
+    fail "re-export of a PFLlib folder failed"
+fi
+folder "$TMP/iid" '{"num_clients": 2, "num_classes": 3, "partition": null}' \
+    img-deflated.npz img-stored.npz img-protocol4.npz img-deflated.npz
+"$PFL" partition --data "pfllib:$TMP/iid" --quiet --export pfllib "$TMP/iid-again" &&
+    grep -q '"partition": *null' "$TMP/iid-again/config.json" && ! grep -q '"alpha"' "$TMP/iid-again/config.json" &&
+    pass "re-export: partition null (PFLlib's iid) kept, no alpha made up" ||
+    fail "re-export of an iid folder: $(head -c 300 "$TMP/iid-again/config.json")"
+"$PFL" partition --data mnist --partition pat:2 --clients 5 --quiet --export pfllib "$TMP/pat2" &&
+    grep -q '"partition": *"pat:2"' "$TMP/pat2/config.json" && ! grep -q '"alpha"' "$TMP/pat2/config.json" &&
+    pass "export pat:2: its scheme, no alpha" || fail "export pat:2: $(head -c 300 "$TMP/pat2/config.json")"
+"$PFL" partition --data mnist --partition dir:0.3 --clients 2 --quiet --export pfllib "$TMP/dir03" &&
+    [ "$(json_field alpha "$TMP/dir03/config.json")" = 0.3 ] && pass "export dir:0.3: alpha 0.3" ||
+    fail "export dir:0.3: $(head -c 300 "$TMP/dir03/config.json")"
+
 expect_error "--export another format" "--export npz: the one format is pfllib" \
     "$PFL" partition --data mnist --clients 2 --export npz "$TMP/x"
 expect_error "--export without its folder" "the folder to write is missing" \

@@ -1,5 +1,6 @@
 # The traditional methods through the command (SCAFFOLD, FedDyn, FedLC,
-# FedNTD; tests/test_traditional.c has their steps by hand):
+# FedNTD, and the server optimizers FedAvgM, FedAdam, FedYogi, FedAdagrad;
+# tests/test_traditional.c and test_server_opt.c have their steps by hand):
 #
 #  - each reduces to FedAvg bit for bit when its own part is zero, with
 #    FedAvg's mean (--server-mean samples): SCAFFOLD's round 1 (zero control
@@ -80,6 +81,37 @@ s="$TMP/fedlc3/summary.json"
 run fedlc_local --algo fedlc --rounds 1 --lc-counts local
 grep -q setup_bytes "$TMP/fedlc_local/summary.json" && fail "fedlc --lc-counts local exchanged counts" ||
     pass "fedlc --lc-counts local: nothing exchanged before training"
+
+# The server optimizers (FedAvgM, FedOpt; tests/test_server_opt.c has their steps by hand): at the settings
+# that make the server's step x + (mean - x), FedAvg's model bit for bit over 3 rounds (the step is taken in
+# double); at their defaults not; FedAvg's bytes; their default means, on clients of different sizes
+run fedavgm0 --algo fedavgm --rounds 3 --server-momentum 0
+reduce=(--server-beta1 0 --server-beta2 1 --server-tau 0.5 --server-lr 1 --server-mean samples)
+run fedadam0 --algo fedadam --rounds 3 "${reduce[@]}"
+run fedyogi0 --algo fedyogi --rounds 3 "${reduce[@]}"
+for zero in fedavgm0 fedadam0 fedyogi0; do
+    [ -n "$(sha fedavg3)" ] && [ "$(sha $zero)" = "$(sha fedavg3)" ] && pass "$zero: FedAvg's model after 3 rounds" ||
+        fail "$zero: $(sha $zero) != fedavg $(sha fedavg3)"
+done
+for algo in fedavgm fedadam fedyogi fedadagrad; do
+    run ${algo}3 --algo $algo --rounds 3
+    [ -n "$(sha ${algo}3)" ] && [ "$(sha ${algo}3)" != "$(sha fedavg3)" ] && pass "$algo: not FedAvg's model" ||
+        fail "$algo: FedAvg's model bit for bit at its defaults"
+    s="$TMP/${algo}3/summary.json"
+    [ "$(json_field bytes_down_per_round "$s")" = $model ] && [ "$(json_field bytes_up_per_round "$s")" = $model ] &&
+        pass "$algo: FedAvg's $model bytes each way per round" || fail "$algo bytes: $(grep bytes_ "$s")"
+done
+# FedAvgM's mean is FedAvg's (by samples), FedOpt's uniform: with the step reduced as above, FedAvgM stays
+# FedAvg's model on clients of different sizes and FedAdam does so only under --server-mean samples
+run fedavgm1d --algo fedavgm --rounds 1 --partition dir:0.5 --server-momentum 0
+run fedadam1d --algo fedadam --rounds 1 --partition dir:0.5 "${reduce[@]:0:8}"
+[ -n "$(sha fedavg1d)" ] && [ "$(sha fedavgm1d)" = "$(sha fedavg1d)" ] &&
+    pass "fedavgm: FedAvg's mean by samples by default" || fail "fedavgm's default mean is not FedAvg's on dir:0.5"
+[ -n "$(sha fedadam1d)" ] && [ "$(sha fedadam1d)" != "$(sha fedavg1d)" ] &&
+    pass "fedadam: the paper's uniform mean by default" || fail "fedadam's default mean is FedAvg's on dir:0.5"
+expect_error "--server-beta2 above 1" "--server-beta2" "$PFL" run "${common[@]}" --algo fedyogi --server-beta2 1.5
+expect_error "--server-momentum 1" "--server-momentum" "$PFL" run "${common[@]}" --algo fedavgm --server-momentum 1
+expect_error "fedadagrad has no beta_2" "--server-beta2" "$PFL" run "${common[@]}" --algo fedadagrad --server-beta2 0.9
 
 expect_error "bad --server-mean" "--server-mean" "$PFL" run "${common[@]}" --algo scaffold --server-mean median
 expect_error "bad --dyn-penalty" "--dyn-penalty" "$PFL" run "${common[@]}" --algo feddyn --dyn-penalty cube
