@@ -1,5 +1,5 @@
 /* The server optimizers FedAvgM, FedAdam, FedYogi and FedAdagrad
- * (src/algos/server_opt.c, issue 45):
+ * (src/algos/server_opt.c) and FedADMM (src/algos/fedadmm.c), issue 45:
  *
  *  - their step by hand on two elements, x = (1, -2) and the round's mean
  *    (2, -2), so Delta = (1, 0), with beta_1 0.5, beta_2 0.75, tau 0.5 and
@@ -17,7 +17,13 @@
  *    uniform; each also with the other --server-mean), steps its own copy
  *    of the server state in double as the papers write it, and compares the
  *    global model, the server's m and v, and what the run scored for every
- *    client (the global model: these methods personalize nothing). */
+ *    client (the global model: these methods personalize nothing);
+ *  - FedADMM on the same federation at 3 local epochs, drawn per client and
+ *    round from the client's own stream (or fixed): the test trains each
+ *    client with its own copy of alpha_i and rho (w - theta), keeps alpha_i,
+ *    takes the uniform mean of theta + 2 (w - theta) and the server's step,
+ *    whose rate changes after --admm-target-round; it compares the global
+ *    model, every client's alpha_i and what was scored. */
 #include "wiring.h"
 
 enum { OPT_ROUNDS = 4 };
@@ -216,6 +222,111 @@ static void test_fedavgm_nesterov(void) {
     wiring_free(&w);
 }
 
+/* ---- FedADMM: client i from theta with E random epochs, grad + alpha_i + rho (w - theta); alpha_i += rho (w - theta);
+ * upload theta + 2 (w - theta); server theta + eta_r (uniform mean - theta), eta_r = eta2 from round target + 1 ---- */
+
+typedef struct {
+    bool fixed;
+    float *alpha[WIRING_CLIENTS], *start, *expected, *trained[WIRING_CLIENTS];
+    int checked, epochs_seen[4]; /* how often each E (1..3) was drawn */
+} admm_ref;
+
+static void admm_add_vector(void *ctx, const pfl_model *m, const float *params, float *grads) {
+    (void)params;
+    const float *v = ctx;
+    for (size_t j = 0; j < m->num_params; j++) grads[j] += v[j];
+}
+
+static void admm_expect(wiring_fed *w, admm_ref *ref, int r) {
+    const pfl_config *cfg = &w->f.fl.cfg;
+    const pfl_algo_params *a = &cfg->algo;
+    int sel[WIRING_CLIENTS];
+    const int n = wiring_selected(w, r, sel);
+    memcpy(ref->start, w->f.fl.global, w->V * sizeof(float));
+    double mean_sum[4096] = {0}; /* the uploads' sum (P <= 4096 on the dnn of 16 -> 100 -> 4) */
+    CHECK(w->P <= 4096, "fedadmm: the test's buffers hold the model");
+    for (int k = 0; k < n; k++) {
+        const int c = sel[k];
+        int E = cfg->epochs;
+        if (!ref->fixed) { /* the authors' random.randint(1, local_ep), from the client's own stream */
+            pfl_rng rng = pfl_rng_stream(cfg->seed, r, c, PFL_RNG_ALGO);
+            E = 1 + (int)pfl_rng_below(&rng, (uint64_t)cfg->epochs);
+        }
+        ref->epochs_seen[E <= 3 ? E : 0]++;
+        pfl_step s = wiring_default_step(w, r);
+        s.epochs = E;
+        pfl_step_add_prox(&s, a->admm_rho, ref->start, 0, w->P);
+        bool dual = false;
+        for (size_t j = 0; j < w->P; j++) dual |= ref->alpha[c][j] != 0.0f;
+        if (dual) pfl_step_add_grad(&s, admm_add_vector, ref->alpha[c]);
+        float *y = ref->trained[k];
+        memcpy(y, ref->start, w->V * sizeof(float));
+        wiring_train(w, c, r, y, &s);
+        for (size_t j = 0; j < w->P; j++) {
+            ref->alpha[c][j] += a->admm_rho * (y[j] - ref->start[j]);
+            mean_sum[j] += (double)ref->start[j] + 2.0 * ((double)y[j] - ref->start[j]); /* uniform weights */
+        }
+    }
+    const double eta = r - 1 >= a->admm_target_round ? a->admm_eta2 : a->server_lr;
+    for (size_t j = 0; j < w->P; j++)
+        ref->expected[j] = (float)(ref->start[j] + eta * (mean_sum[j] / n - ref->start[j]));
+}
+
+static int admm_hook(wiring_fed *w, int round, void *ctx) {
+    admm_ref *ref = ctx;
+    if (round > 0) {
+        CHECK(wiring_close(w->f.fl.global, ref->expected, 0, w->P), "fedadmm round %d: the global model (max diff %g)",
+              round, wiring_max_diff(w->f.fl.global, ref->expected, 0, w->P));
+        for (int c = 0; c < WIRING_CLIENTS; c++)
+            CHECK(wiring_close(pfl_fedadmm_dual(&w->f.fl, c), ref->alpha[c], 0, w->P),
+                  "fedadmm round %d: client %d's dual variable (max diff %g)", round, c,
+                  wiring_max_diff(pfl_fedadmm_dual(&w->f.fl, c), ref->alpha[c], 0, w->P));
+        ref->checked++;
+    }
+    const wiring_round *m = &w->rounds[round];
+    for (int c = 0; c < WIRING_CLIENTS; c++) {
+        const double acc = wiring_accuracy(w, w->f.fl.global, c, true);
+        CHECK(m->evaluated && fabs(m->client_acc[c] - acc) < 1e-12,
+              "fedadmm round %d client %d: scored %g, the global model's %g", round, c, m->client_acc[c], acc);
+    }
+    if (round < w->f.fl.cfg.rounds) admm_expect(w, ref, round + 1);
+    return 0;
+}
+
+static void test_fedadmm(bool fixed) {
+    pfl_config cfg = wiring_config(&pfl_algo_fedadmm, WIRING_DNN);
+    cfg.rounds = OPT_ROUNDS, cfg.epochs = 3;
+    wiring_set(&cfg, &pfl_algo_fedadmm, "admm-rho", 0.3);
+    wiring_set(&cfg, &pfl_algo_fedadmm, "server-lr", 0.8);
+    wiring_set(&cfg, &pfl_algo_fedadmm, "admm-eta2", 0.6);
+    wiring_set(&cfg, &pfl_algo_fedadmm, "admm-target-round", 2);
+    if (fixed) cfg.algo.admm_epochs = "fixed";
+    wiring_fed w;
+    wiring_init(&w, &pfl_algo_fedadmm, &cfg, WIRING_DNN);
+    admm_ref ref = {.fixed = fixed};
+    ref.start = tiny_floats(w.V), ref.expected = tiny_floats(w.V);
+    for (int k = 0; k < WIRING_CLIENTS; k++) ref.trained[k] = tiny_floats(w.V), ref.alpha[k] = tiny_floats(w.P);
+    CHECK(wiring_run(&w, admm_hook, &ref) == 0, "fedadmm: the run");
+    CHECK(ref.checked == OPT_ROUNDS, "fedadmm: %d of %d rounds checked", ref.checked, OPT_ROUNDS);
+    if (fixed) CHECK(ref.epochs_seen[3] > 0 && !ref.epochs_seen[1] && !ref.epochs_seen[2], "fedadmm fixed: 3 epochs");
+    else
+        CHECK((ref.epochs_seen[1] > 0) + (ref.epochs_seen[2] > 0) + (ref.epochs_seen[3] > 0) >= 2,
+              "fedadmm: the local epochs vary (1: %d, 2: %d, 3: %d times)", ref.epochs_seen[1], ref.epochs_seen[2],
+              ref.epochs_seen[3]);
+    for (int k = 0; k < WIRING_CLIENTS; k++) free(ref.trained[k]), free(ref.alpha[k]);
+    free(ref.start), free(ref.expected);
+    wiring_free(&w);
+}
+
+/* The dual step and the server's rate schedule by hand. */
+static void test_fedadmm_by_hand(void) {
+    float alpha[2] = {0.5f, -1.0f};
+    const float w[2] = {2.0f, 1.0f}, theta[2] = {1.0f, 3.0f};
+    pfl_fedadmm_dual_update(alpha, w, theta, 0.25f, 0, 2);
+    expect_near(alpha[0], 0.75, "fedadmm alpha_0 + rho (w - theta)");
+    expect_near(alpha[1], -1.5, "fedadmm alpha_1 + rho (w - theta)");
+}
+
 int main(void) {
     test_fedopt_by_hand();
     test_fedavgm_by_hand();
@@ -225,5 +336,8 @@ int main(void) {
         run_wiring(algos[i], true);
     }
     test_fedavgm_nesterov();
+    test_fedadmm_by_hand();
+    test_fedadmm(false);
+    test_fedadmm(true);
     TEST_MAIN_END();
 }

@@ -163,6 +163,16 @@ void pfl_server_opt_step(pfl_server_opt_kind kind, const pfl_server_opt_hp *hp, 
                          double *m, double *v, size_t off, size_t len);
 /* The server state as it stands (num_params doubles): m, or v with `second` (NULL for FedAvgM). */
 const double *pfl_server_opt_state(const pfl_fl *fl, bool second);
+/* FedADMM (src/algos/fedadmm.c): a client's dual variable alpha_i as it
+ * stands (num_params floats); its update alpha += rho (w - theta) on
+ * [off, off + len); the local epochs client `client` trains this round
+ * (uniform in 1..--epochs from its PFL_RNG_ALGO stream, or --epochs); the
+ * server's step size this round. */
+extern const pfl_algo pfl_algo_fedadmm;
+const float *pfl_fedadmm_dual(const pfl_fl *fl, int client);
+void pfl_fedadmm_dual_update(float *alpha, const float *w, const float *theta, float rho, size_t off, size_t len);
+int pfl_fedadmm_epochs(const pfl_fl *fl, int client);
+double pfl_fedadmm_server_lr(const pfl_fl *fl);
 /* SCAFFOLD, on the elements [off, off + len) of whole vectors: a client's
  * control after training, c_i <- c_i - c + (x - y) * inv, inv = 1 / (K lr);
  * the server's, c <- c + (1/N) sum_k ((x - y_k) * inv_k - c) over the n

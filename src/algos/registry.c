@@ -33,7 +33,7 @@ const pfl_algo *const pfl_algos[] = {&pfl_algo_fedavg, &pfl_algo_local, &pfl_alg
                                      &pfl_algo_moon, &pfl_algo_fedgen, &pfl_algo_fedcross,
                                      /* FL-bench's server optimizers */
                                      &pfl_algo_fedavgm, &pfl_algo_fedadam, &pfl_algo_fedyogi, &pfl_algo_fedadagrad,
-                                     NULL};
+                                     &pfl_algo_fedadmm, NULL};
 
 /* Methods registered at run time (pfl_algo_register), after the built-in ones. */
 static const pfl_algo *registered[PFL_MAX_REGISTERED];

@@ -114,6 +114,11 @@ typedef struct {
     float server_beta1;      /* fedadam, fedyogi, fedadagrad: beta_1, the decay of the first moment m */
     float server_beta2;      /* fedadam, fedyogi: beta_2, the decay of the second moment v */
     float server_tau;        /* fedadam, fedyogi, fedadagrad: tau, the adaptivity; v starts at tau^2 */
+    /* FedADMM (src/algos/fedadmm.c): its server step is server_lr, its mean server_mean */
+    float admm_rho;          /* fedadmm: rho, the augmented Lagrangian's penalty */
+    float admm_eta2;         /* fedadmm: the server's step after admm_target_round rounds */
+    int admm_target_round;   /* fedadmm: the rounds at server_lr */
+    const char *admm_epochs; /* fedadmm: random (uniform in 1..epochs, the paper's) | fixed (NULL: random) */
     /* apple, apfl, fedphp, perfedavg: where the method's paper and its reference code (PFLlib) disagree, which
      * one to follow: "pfllib" (NULL: the default) | "paper" (pfl_reading_paper, docs/algorithms.md) */
     const char *reading;

@@ -53,6 +53,8 @@ cases=(
     "fedcross"
     # the server optimizers' velocity and moments (server state, in double)
     "fedavgm --server-nesterov --drop-rate 0.3" "fedadam" "fedyogi --server-mean samples" "fedadagrad"
+    # FedADMM's dual variables (a per-client store), its random local epochs and its rate schedule
+    "fedadmm --epochs 3 --admm-target-round 2 --drop-rate 0.3"
 )
 # under the sanitizers (several times slower) a sample: client state, ALA,
 # FLAYER's modules, clustering and server-side fusion

@@ -84,6 +84,8 @@ refused() {
         "fedgen --flayer-mask") printf '%s\n' "$2" ;;
         # each client trains a middleware model, not the global one; the server keeps whole uploads
         "fedcross --ala" | "fedcross --flayer-agg" | "fedcross --flayer-mask") printf '%s\n' "$2" ;;
+        # FedADMM's update counts the client's move from the global model it starts from
+        "fedadmm --ala" | "fedadmm --flayer-agg") printf '%s\n' "$2" ;;
     esac
 }
 
@@ -96,7 +98,7 @@ algos=(fedavg local fedprox fedper fedrep ditto fedala flayer fedamp pfedcfr fed
     fml fedkd feddbe fedmtl fedbn
     fedcac fedas pfl-da fedgc
     moon fedgen fedcross
-    fedavgm fedadam fedyogi fedadagrad)
+    fedavgm fedadam fedyogi fedadagrad fedadmm)
 # under the sanitizers (several times slower) the methods whose module paths
 # what the round's semantics changed, and refusals
 [ "${PFL_SANITIZED:-0}" = 1 ] && algos=(local fedper fedamp pfedme cfl)

@@ -94,6 +94,8 @@ case_flags() {
         drop_scaffold) echo --algo scaffold --join 0.6 --drop-rate 0.3 ;;
         # the server optimizers: the mean a reduction, the step and its state replicated on every rank
         drop_fedyogi) echo --algo fedyogi --join 0.6 --drop-rate 0.3 ;;
+        # FedADMM: the dual variables on their owners, random epochs from each client's stream
+        fedadmm) echo --algo fedadmm --join 0.6 --epochs 2 --admm-target-round 1 ;;
         feddyn_ala) echo --algo feddyn --ala --join 0.6 ;;
         fedntd_mask) echo --algo fedntd --flayer-mask --join 0.6 ;;
         fedntd_literal) echo --algo fedntd --flayer-mask-literal --join 0.6 ;; # the uniform literal mean in double
@@ -140,7 +142,7 @@ else
         fml fml_mask fedkd fedkd_update feddbe fedmtl fedmtl_reg fedbn
         fedcac fedas fedas_mask pfl-da fedgc fedgc_mask
         moon fedgen fedcross
-        fedavgm fedadam drop_fedyogi fedadagrad
+        fedavgm fedadam drop_fedyogi fedadagrad fedadmm
         "${text[@]}" bn_shared bn_local)
     twice=(fedavg fedala fedalp pfedcfr flayer drop_cfl fedpac)
 fi

@@ -109,6 +109,19 @@ run fedadam1d --algo fedadam --rounds 1 --partition dir:0.5 "${reduce[@]:0:8}"
     pass "fedavgm: FedAvg's mean by samples by default" || fail "fedavgm's default mean is not FedAvg's on dir:0.5"
 [ -n "$(sha fedadam1d)" ] && [ "$(sha fedadam1d)" != "$(sha fedavg1d)" ] &&
     pass "fedadam: the paper's uniform mean by default" || fail "fedadam's default mean is FedAvg's on dir:0.5"
+# FedADMM: FedAvg's bytes (the dual variable never leaves its client; the store holds one a client that trained),
+# not FedAvg's model; rho 0 (Delta divides by it) and the modules that move the start refused
+run fedadmm3 --algo fedadmm --rounds 3 --epochs 2
+s="$TMP/fedadmm3/summary.json"
+[ -n "$(sha fedadmm3)" ] && [ "$(sha fedadmm3)" != "$(sha fedavg3)" ] && pass "fedadmm: not FedAvg's model" ||
+    fail "fedadmm: FedAvg's model"
+[ "$(json_field bytes_down_per_round "$s")" = $model ] && [ "$(json_field bytes_up_per_round "$s")" = $model ] &&
+    [ "$(json_field client_state_bytes "$s")" = $model ] &&
+    pass "fedadmm: FedAvg's bytes each way, a dual variable per client in the store" ||
+    fail "fedadmm bytes: $(grep -E 'bytes_(up|down)_per|client_state' "$s")"
+expect_error "--admm-rho 0" "--admm-rho" "$PFL" run "${common[@]}" --algo fedadmm --admm-rho 0
+expect_error "fedadmm --ala" "--ala" "$PFL" run "${common[@]}" --algo fedadmm --ala
+expect_error "bad --admm-epochs" "--admm-epochs" "$PFL" run "${common[@]}" --algo fedadmm --admm-epochs some
 expect_error "--server-beta2 above 1" "--server-beta2" "$PFL" run "${common[@]}" --algo fedyogi --server-beta2 1.5
 expect_error "--server-momentum 1" "--server-momentum" "$PFL" run "${common[@]}" --algo fedavgm --server-momentum 1
 expect_error "fedadagrad has no beta_2" "--server-beta2" "$PFL" run "${common[@]}" --algo fedadagrad --server-beta2 0.9
