@@ -318,7 +318,7 @@ static void test_fedadmm(bool fixed) {
     wiring_free(&w);
 }
 
-/* The dual step and the server's rate schedule by hand. */
+/* The dual step by hand (the rate schedule is checked through the wiring test's global model only). */
 static void test_fedadmm_by_hand(void) {
     float alpha[2] = {0.5f, -1.0f};
     const float w[2] = {2.0f, 1.0f}, theta[2] = {1.0f, 3.0f};

@@ -30,8 +30,8 @@
  * The step is computed in double from the float models, and its state is
  * kept in double: with beta = 0 and eta = 1, FedAvgM's x + (mean - x) is the
  * mean itself, FedAvg bit for bit; so is FedAdam's and FedYogi's with
- * b1 = 0, b2 = 1 (v stays tau^2), tau = 0.5 (sqrt(0.25) exact) and
- * eta = 2 tau = 1. Only the shared layers' parameters are stepped
+ * b1 = 0, b2 = 1 (v stays tau^2), tau = 0.5 (sqrt(0.25) exact),
+ * eta = 2 tau = 1 and --server-mean samples (FedAvg's weights). Only the shared layers' parameters are stepped
  * (pfl_shared_param_spans); the running statistics are FedAvg's mean. */
 #include <math.h>
 #include <stdlib.h>
@@ -171,8 +171,8 @@ static const pfl_param fedavgm_params[] = {
     SERVER_MEAN_PARAM("samples", "weighted by training samples (FedAvg's, the paper and FL-bench) or uniform"),
 };
 
-/* Reddi et al. fix beta_1 = 0.9 and beta_2 = 0.99 in their experiments and tune eta and tau per task (a grid,
- * their Table 8); eta 0.1 and tau 1e-3 are FL-bench's defaults (src/server/fedopt.py: --server_lr 1e-1,
+/* Reddi et al.'s experiments use beta_1 = 0.9 and beta_2 = 0.99 and tune eta and tau per task (as recalled: the
+ * paper's text is not in this project's library, so this is unchecked against it); eta 0.1 and tau 1e-3 are FL-bench's defaults (src/server/fedopt.py: --server_lr 1e-1,
  * --tau 1e-3; its --beta2 0.999 and its v starting at 0 are FL-bench's own, not the paper's). */
 #define FEDOPT_PARAMS(BETA2)                                                                                          \
     {PFL_ALGO_PARAM(FLOAT, "server-lr", server_lr), .def = 0.1, .min = 0, .max = 1e3, .min_exclusive = true,          \
