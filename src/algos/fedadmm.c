@@ -97,13 +97,6 @@ static void add_dual(void *ctx, const pfl_model *m, const float *params, float *
     for (size_t j = 0; j < m->num_params; j++) grads[j] += alpha[j];
 }
 
-static bool any_nonzero(const float *v, const pfl_spans *sp) {
-    for (int k = 0; k < sp->count; k++)
-        for (size_t j = sp->offset[k]; j < sp->offset[k] + sp->length[k]; j++)
-            if (v[j] != 0.0f) return true;
-    return false;
-}
-
 void pfl_fedadmm_dual_update(float *alpha, const float *w, const float *theta, float rho, size_t off, size_t len) {
     for (size_t j = off; j < off + len; j++) alpha[j] += rho * (w[j] - theta[j]);
 }
@@ -113,11 +106,10 @@ static void fedadmm_train(pfl_fl *fl, int client, pfl_worker *w, float *model, p
     const float rho = fl->cfg.algo.admm_rho;
     pfl_step step = pfl_step_default(fl);
     step.epochs = pfl_fedadmm_epochs(fl, client);
-    if (step.steps > 0) step.steps = (int)pfl_epoch_steps(fl, step.epochs);
     for (int k = 0; k < s->spans.count; k++)
         pfl_step_add_prox(&step, rho, fl->global, s->spans.offset[k], s->spans.length[k]);
     const float *alpha = pfl_store_read(s->alpha, client);
-    if (pfl_store_touched(s->alpha, client) && any_nonzero(alpha, &s->spans))
+    if (pfl_store_touched(s->alpha, client) && pfl_spans_nonzero(alpha, &s->spans))
         pfl_step_add_grad(&step, add_dual, (void *)alpha);
     pfl_step_run(fl, client, w, model, &step, stats);
     float *row = pfl_store_write(s->alpha, client); /* NULL: no room, the store fails the round */

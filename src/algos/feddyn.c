@@ -117,13 +117,6 @@ static void subtract_linear(void *ctx, const pfl_model *m, const float *params, 
     for (size_t j = 0; j < m->num_params; j++) grads[j] -= g[j];
 }
 
-static bool any_nonzero(const float *v, const pfl_spans *sp) {
-    for (int k = 0; k < sp->count; k++)
-        for (size_t j = sp->offset[k]; j < sp->offset[k] + sp->length[k]; j++)
-            if (v[j] != 0.0f) return true;
-    return false;
-}
-
 static void feddyn_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pfl_train_stats *stats) {
     feddyn_state *s = fl->algo_state;
     const float alpha = fl->cfg.algo.dyn_alpha;
@@ -136,7 +129,7 @@ static void feddyn_train(pfl_fl *fl, int client, pfl_worker *w, float *model, pf
                 pfl_step_add_prox(&step, alpha, fl->global, s->spans.offset[k], s->spans.length[k]);
     }
     const float *grad = pfl_store_read(s->grad, client);
-    if (pfl_store_touched(s->grad, client) && any_nonzero(grad, &s->spans))
+    if (pfl_store_touched(s->grad, client) && pfl_spans_nonzero(grad, &s->spans))
         pfl_step_add_grad(&step, subtract_linear, (void *)grad);
     pfl_step_run(fl, client, w, model, &step, stats);
     float *row = alpha != 0.0f ? pfl_store_write(s->grad, client) : NULL; /* NULL: no room, the round fails */

@@ -30,6 +30,13 @@ void pfl_shared_param_spans(const pfl_fl *fl, pfl_spans *out) {
     out->whole = out->floats == m->num_params;
 }
 
+bool pfl_spans_nonzero(const float *v, const pfl_spans *sp) {
+    for (int k = 0; k < sp->count; k++)
+        for (size_t j = sp->offset[k]; j < sp->offset[k] + sp->length[k]; j++)
+            if (v[j] != 0.0f) return true;
+    return false;
+}
+
 void pfl_server_mean(pfl_fl *fl, const int *clients, int n, float *const *uploads, bool by_samples) {
     (by_samples ? pfl_default_aggregate : pfl_uniform_aggregate)(fl, clients, n, uploads);
 }

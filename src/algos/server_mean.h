@@ -20,6 +20,10 @@ int pfl_server_mean_check(const pfl_config *cfg);
  * the rest of such a vector stays zero. */
 void pfl_shared_param_spans(const pfl_fl *fl, pfl_spans *out);
 
+/* True when v is not zero somewhere within the spans (a client's state that
+ * would add a term to its step: FedDyn's grad_k, FedADMM's alpha_i). */
+bool pfl_spans_nonzero(const float *v, const pfl_spans *sp);
+
 /* The mean of the n uploads into fl->global over the shared layers: with
  * `by_samples` FedAvg's (pfl_default_aggregate, so the same bits), else
  * uniform (pfl_uniform_aggregate: each upload weighted 1/n, added in slot
